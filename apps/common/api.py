@@ -1,0 +1,60 @@
+"""Base API classes: each profile fixes its authentication and its error contract here."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import APIView, exception_handler
+
+from apps.common.errors import DomainError
+from apps.tenancy.authentication import ApiKeyAuthentication
+
+logger = logging.getLogger(__name__)
+
+ExceptionHandler = Callable[[Exception, dict[str, Any]], Response | None]
+
+
+def _flatten_validation(detail: Any) -> str:
+    """One readable sentence from DRF's nested validation errors."""
+    if isinstance(detail, dict):
+        return "; ".join(
+            f"{field}: {_flatten_validation(value)}" for field, value in detail.items()
+        )
+    if isinstance(detail, list):
+        return "; ".join(_flatten_validation(item) for item in detail)
+    return str(detail)
+
+
+def keyscoped_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Key-scoped error contract: every non-2xx body is ``{"detail": ...}``.
+
+    Body schema failures are 422 (the profile's rule), including JSON that does not parse.
+    Unknown exceptions return None so DRF re-raises them: they stay 500 and are logged.
+    """
+    if isinstance(exc, DomainError):
+        return Response({"detail": exc.message}, status=exc.status)
+    if isinstance(exc, exceptions.ParseError):
+        return Response(
+            {"detail": f"invalid JSON body: {exc.detail}"}, status=HTTPStatus.UNPROCESSABLE_ENTITY
+        )
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        return Response({"detail": str(exc.detail)}, status=HTTPStatus.UNPROCESSABLE_ENTITY)
+    if isinstance(exc, exceptions.ValidationError):
+        return Response(
+            {"detail": _flatten_validation(exc.detail)}, status=HTTPStatus.UNPROCESSABLE_ENTITY
+        )
+    return exception_handler(exc, context)
+
+
+class KeyScopedSdkApi(APIView):
+    """Base for key-scoped SDK-plane endpoints: API key auth, ``{"detail"}`` errors."""
+
+    authentication_classes = [ApiKeyAuthentication]
+
+    def get_exception_handler(self) -> ExceptionHandler:
+        return keyscoped_exception_handler

@@ -1,0 +1,31 @@
+"""Domain errors raised by services, and the two HTTP error contracts.
+
+Services raise small named ``DomainError`` subclasses; each carries the HTTP status and
+the team-path error code it maps to, so both profiles turn it into their own error body
+in exactly one place (``apps.common.api``).
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+
+class DomainError(Exception):
+    """A refusal the client can act on. Never a 500."""
+
+    status: HTTPStatus = HTTPStatus.CONFLICT
+    code: str = "conflict"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(DomainError):
+    status = HTTPStatus.NOT_FOUND
+    code = "not_found"
+
+
+class InvalidInput(DomainError):
+    status = HTTPStatus.UNPROCESSABLE_ENTITY
+    code = "validation_failed"

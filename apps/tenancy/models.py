@@ -1,0 +1,107 @@
+"""Orgs (tenants), their API keys and their console members."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Plan(models.TextChoices):
+    FREE = "free", "Free"
+    PRO = "pro", "Pro"
+    TEAM = "team", "Team"
+    CUSTOM = "custom", "Custom"
+
+
+class Scope(models.TextChoices):
+    """What an API key may do on the SDK plane; each key lists its scopes explicitly."""
+
+    RECEIPTS_WRITE = "receipts:write", "Push receipts"
+    POLICY_READ = "policy:read", "Pull policy"
+    APPROVALS_WRITE = "approvals:write", "Open and vote on approvals"
+    # Registering approver keys is an administrative act: never part of the default set.
+    APPROVERS_WRITE = "approvers:write", "Register approver keys"
+
+
+DEFAULT_SCOPES = (Scope.RECEIPTS_WRITE, Scope.POLICY_READ, Scope.APPROVALS_WRITE)
+
+
+class Role(models.TextChoices):
+    """Console roles, ordered: each role can do everything the roles before it can."""
+
+    VIEWER = "viewer", "Viewer"
+    AUDITOR = "auditor", "Auditor"
+    MANAGER = "manager", "Manager"
+    OWNER = "owner", "Owner"
+
+    @property
+    def rank(self) -> int:
+        return list(Role).index(self)
+
+    def at_least(self, other: Role) -> bool:
+        return self.rank >= other.rank
+
+
+class Org(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    plan = models.CharField(max_length=16, choices=Plan.choices, default=Plan.FREE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ApiKey(models.Model):
+    """An SDK-plane credential. The secret itself is never stored.
+
+    ``prefix`` is the public, unique start of the key (used to find the row and shown in
+    listings); ``digest`` is HMAC-SHA256 of the whole key under
+    ``settings.API_KEY_DIGEST_SECRET``, compared in constant time.
+    """
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="api_keys")
+    label = models.CharField(max_length=200, blank=True)
+    prefix = models.CharField(max_length=32, unique=True)
+    digest = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["org", "-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.label or 'no label'})"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class Membership(models.Model):
+    """A console user's role in one org."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "org"], name="membership_one_per_user_org")
+        ]
+        ordering = ["org", "user"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.org} as {self.role}"

@@ -1,0 +1,115 @@
+"""Strict parsing of environment variables for the settings modules.
+
+A typo in a deployment's environment must stop the process at start-up with a clear
+message, never fall back silently to a default: every reader here raises
+``ImproperlyConfigured`` on a value it cannot parse.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, overload
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None = None) -> str | None: ...
+def env_str(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value
+
+
+def env_required(name: str) -> str:
+    value = env_str(name)
+    if value is None:
+        raise ImproperlyConfigured(f"The environment variable {name} is required.")
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env_str(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true or false).")
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    value = env_str(name)
+    if value is None:
+        return default
+    try:
+        parsed = int(value.strip(), 10)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from None
+    if parsed < minimum:
+        raise ImproperlyConfigured(f"{name}={parsed} must be at least {minimum}.")
+    return parsed
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    assert value is not None
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} must be one of {', '.join(choices)}.")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = env_str(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
+    """Turn ``DATABASE_URL`` into a Django ``DATABASES`` entry.
+
+    Accepted: ``postgres://`` / ``postgresql://`` (user, password, host, port, name and
+    ``?options`` such as ``sslmode``), ``sqlite:///relative/path`` (relative to the project
+    root) and ``sqlite:////absolute/path``.
+    """
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql"):
+        name = unquote(parts.path.lstrip("/"))
+        if not name:
+            raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no database.")
+        options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "OPTIONS": options,
+        }
+    if parts.scheme == "sqlite":
+        if parts.netloc:
+            raise ImproperlyConfigured(
+                f"DATABASE_URL {url!r}: use sqlite:///relative or sqlite:////absolute."
+            )
+        raw_path = unquote(parts.path)
+        if raw_path in ("", "/"):
+            raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no SQLite file.")
+        # sqlite:///x -> path "/x" (relative); sqlite:////x -> path "//x" (absolute)
+        relative = raw_path[1:]
+        path = Path(relative) if relative.startswith("/") else base_dir / relative
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path)}
+    raise ImproperlyConfigured(
+        f"DATABASE_URL scheme {parts.scheme!r} is not supported (postgres, postgresql, sqlite)."
+    )

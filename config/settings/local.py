@@ -1,0 +1,6 @@
+"""Local development: debug on unless the environment says otherwise."""
+
+from config.env import env_bool
+from config.settings.base import *
+
+DEBUG = env_bool("DEBUG", True)

@@ -1,0 +1,11 @@
+"""Root URL conf of the team-path profile (team id in the path)."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "apps.common.views.teampath_not_found"
+handler500 = "apps.common.views.teampath_server_error"
