@@ -1,0 +1,399 @@
+"""The closed receipt schema (receipts.md §1-2) and its strict decoder (server.md §1).
+
+Decoding turns the parsed JSON into the *normalized* receipt: plain dicts and lists with
+only known members, free-form numbers as the doubles the reference hashes. This service is
+stricter than the reference: anything the reference would silently normalize (sequence
+form, unknown members, ``null`` for an optional member, enum-as-object, repeated names,
+``false``/``[]`` written out for defaults) is refused, so the stored text is exactly what
+the signatures cover.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from apps.receipts.verifier.jsontext import DecodeError, JsonNumber, JsonObject
+
+# Presence codes of receipts.md §2: R required, O optional, F boolean defaulting to false,
+# E array defaulting to empty.
+REQ, OPT, FLAG, LIST = "R", "O", "F", "E"
+
+Type = tuple[Any, ...]
+Fields = dict[str, tuple[str, Type]]
+
+STR: Type = ("str",)
+U32: Type = ("int", 2**32 - 1)
+U64: Type = ("int", 2**64 - 1)
+BOOL: Type = ("bool",)
+FREE: Type = ("free",)
+FREE_OBJECT: Type = ("free_object",)
+SURFACE: Type = ("surface",)
+
+
+def enum(*values: str) -> Type:
+    return ("enum", frozenset(values))
+
+
+def obj(fields: Fields) -> Type:
+    return ("obj", fields)
+
+
+def arr(element: Type) -> Type:
+    return ("arr", element)
+
+
+STRINGS = arr(STR)
+
+OBSERVED_FACTS: Fields = {
+    "host": (OPT, STR),
+    "path": (OPT, STR),
+    "realpath": (OPT, STR),
+    "method": (OPT, enum("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE")),
+    "argv_tokens": (LIST, STRINGS),
+    "row_count_estimate": (OPT, U64),
+    "is_payment": (FLAG, BOOL),
+    "is_secret": (FLAG, BOOL),
+    "is_identity_change": (FLAG, BOOL),
+    "is_model_call": (FLAG, BOOL),
+    "effect_destructive": (FLAG, BOOL),
+    "is_local_compute": (FLAG, BOOL),
+    "origin": (
+        OPT,
+        enum(
+            "browser_driver", "browser_form", "messaging_sdk", "payment_sdk",
+            "agent_protocol", "storage_sdk", "sdk", "proxy",
+        ),
+    ),
+    "observed_via": (OPT, enum("fs_hook", "object_sdk", "sql_proxy", "iac_tool", "http_delete")),
+    "has_file_body": (FLAG, BOOL),
+    "mcp_server": (OPT, STR),
+}  # fmt: skip
+
+ERT: Fields = {
+    "observed_facts": (REQ, obj(OBSERVED_FACTS)),
+    "resource_class": (REQ, STR),
+    "effect": (
+        REQ,
+        enum("observe", "mutate", "destroy", "transfer_out", "spend", "grant", "effect_unknown"),
+    ),
+    "egress": (REQ, enum("local", "crosses_trust_boundary", "crosses_unknown")),
+    "observability": (REQ, enum("wire", "args", "symbol", "blind")),
+    "taxonomy_hash": (REQ, STR),
+}
+
+MANDATE: Fields = {
+    "mandate_id": (REQ, STR),
+    "mandate_hash": (REQ, STR),
+    "verdict": (REQ, enum("valid", "invalid", "absent")),
+    "payee": (REQ, STR),
+    "amount_minor": (REQ, U64),
+    "currency": (REQ, STR),
+}
+
+ACTION: Fields = {
+    "verb": (
+        REQ,
+        enum(
+            "llm_call", "tool_call", "http_request", "payment", "data_export",
+            "account_change", "delete",
+        ),
+    ),
+    "domain": (OPT, STR),
+    "action": (OPT, STR),
+    "ert": (OPT, obj(ERT)),
+    "mandate": (OPT, obj(MANDATE)),
+    "tool_name": (REQ, STR),
+    "target_host": (OPT, STR),
+    "workflow": (REQ, STR),
+    "account": (REQ, STR),
+    "fields": (REQ, FREE_OBJECT),
+    "result_hash": (OPT, STR),
+    "error": (OPT, STR),
+}  # fmt: skip
+
+MATCHED_CONDITION: Fields = {"field": (REQ, STR), "op": (REQ, STR), "value": (REQ, FREE)}
+
+POLICY: Fields = {
+    "rule_id": (REQ, STR),
+    "rule_display": (REQ, STR),
+    "matched_conditions": (REQ, arr(obj(MATCHED_CONDITION))),
+    "decision_path": (REQ, enum("allow", "block", "redact", "require_approval")),
+}
+
+APPROVER_RECORD: Fields = {
+    "decision": (REQ, enum("approved", "rejected", "escalated")),
+    "approver_identity": (REQ, STR),
+    "reason": (REQ, STR),
+    "decided_at": (REQ, STR),
+    "sla_minutes": (OPT, U32),
+}
+
+MULTI_APPROVAL: Fields = {
+    "threshold": (REQ, U32),
+    "roster": (REQ, STRINGS),
+    "approvers": (REQ, arr(obj(APPROVER_RECORD))),
+}
+
+REDACTION_MARKER: Fields = {
+    "field_path": (REQ, STR),
+    "algorithm": (REQ, STR),
+    "commitment": (REQ, STR),
+}
+
+REDACTION: Fields = {
+    "mode": (REQ, enum("commit_and_reveal", "destructive")),
+    "markers": (REQ, arr(obj(REDACTION_MARKER))),
+    "merkle_root": (OPT, STR),
+}
+
+GUARDRAIL_FINDING: Fields = {
+    "category": (REQ, enum("prompt_injection", "jailbreak", "tool_poisoning")),
+    "surface": (REQ, SURFACE),
+    "pattern_id": (REQ, STR),
+    "severity": (REQ, enum("suspicious", "malicious")),
+}
+
+GUARDRAIL: Fields = {
+    "findings": (REQ, arr(obj(GUARDRAIL_FINDING))),
+    "decision": (REQ, enum("block", "require_approval")),
+}
+
+SUSPENSION: Fields = {
+    "resume_token_hash": (REQ, STR),
+    "context_ref": (
+        REQ,
+        obj(
+            {
+                "scheme": (REQ, enum("customer", "langgraph", "none")),
+                "key": (REQ, STR),
+                "hash": (REQ, STR),
+            }
+        ),
+    ),
+    "tool_binding_hash": (OPT, STR),
+    "policy": (REQ, obj({"policy_id": (REQ, STR), "policy_hash": (REQ, STR), "rule": (REQ, STR)})),
+    "approval": (
+        REQ,
+        obj(
+            {
+                "sla": (REQ, STR),
+                "expires_at": (REQ, STR),
+                "on_timeout": (REQ, enum("deny", "escalate", "auto_approve")),
+                "approver_pubkeys": (REQ, STRINGS),
+                "escalation": (OPT, obj({"after": (REQ, STR), "to": (REQ, STRINGS)})),
+            }
+        ),
+    ),
+}
+
+KEY_ROTATION: Fields = {
+    "role": (REQ, enum("producer", "decision")),
+    "outgoing_public_key": (REQ, STR),
+    "incoming_public_key": (REQ, STR),
+}
+
+TIME_ANCHOR: Fields = {
+    "kind": (REQ, STR),
+    "token_b64": (REQ, STR),
+    "tsa": (REQ, STR),
+    "anchored_hash": (REQ, STR),
+}
+
+ATTESTATION: Fields = {
+    "kind": (REQ, STR),
+    "evidence": (REQ, STR),
+    "bound_field": (REQ, STR),
+    "collateral": (LIST, STRINGS),
+}
+
+METRICS: Fields = {
+    "duration_ms": (REQ, U32),
+    "status": (REQ, enum("ok", "client_error", "server_error", "timeout", "refused", "error")),
+    "status_code": (OPT, U32),
+    "tokens_in": (OPT, U32),
+    "tokens_out": (OPT, U32),
+    "token_source": (OPT, enum("provider_reported", "estimated")),
+    "rate_card_id": (OPT, STR),
+    "bytes_in": (OPT, U32),
+    "bytes_out": (OPT, U32),
+    "retries": (OPT, U32),
+}
+
+LIFECYCLE_KINDS = (
+    "action", "suspended", "approved", "denied", "expired", "escalated", "completed",
+    "key_rotation",
+)  # fmt: skip
+
+CONTENT: Fields = {
+    "action_version": (REQ, STR),
+    "captured_at": (REQ, STR),
+    "agent_identity": (REQ, STR),
+    "action": (REQ, obj(ACTION)),
+    "policy": (REQ, obj(POLICY)),
+    "approver_decision": (OPT, obj(APPROVER_RECORD)),
+    "multi_approval": (OPT, obj(MULTI_APPROVAL)),
+    "redaction": (OPT, obj(REDACTION)),
+    "guardrail": (OPT, obj(GUARDRAIL)),
+    "trust_level": (REQ, enum("L0", "L1")),
+    "action_hash": (REQ, STR),
+    "session_id": (OPT, STR),
+    "seq": (OPT, U64),
+    "prev_receipt_hash": (OPT, STR),
+    "kind": (OPT, enum(*LIFECYCLE_KINDS)),
+    "suspension": (OPT, obj(SUSPENSION)),
+    "key_rotation": (OPT, obj(KEY_ROTATION)),
+    "nonce": (OPT, STR),
+    "time_anchor": (OPT, obj(TIME_ANCHOR)),
+    "anchor_policy": (OPT, enum("required")),
+    "attestation": (OPT, obj(ATTESTATION)),
+    "metrics": (OPT, obj(METRICS)),
+}
+
+SIGNATURE_ENTRY: Fields = {
+    "algorithm": (REQ, STR),
+    "key_id": (REQ, STR),
+    "public_key": (REQ, STR),
+    "signature": (REQ, STR),
+    "valid_from": (OPT, STR),
+    "valid_until": (OPT, STR),
+}
+
+TRANSPARENCY_PROOF: Fields = {
+    "log_id": (REQ, STR),
+    "leaf_index": (REQ, U64),
+    "inclusion_proof": (REQ, STRINGS),
+    "org_root": (OPT, STR),
+    "org_tree_size": (OPT, U64),
+    "epoch": (OPT, U64),
+    "org_id": (OPT, STR),
+    "top_leaf_index": (OPT, U64),
+    "top_inclusion_proof": (OPT, STRINGS),
+    "checkpoint": (REQ, STR),
+    "cosignatures": (OPT, arr(obj({"witness_key": (REQ, STR), "signature": (REQ, STR)}))),
+}
+
+ENVELOPE: Fields = {
+    "alg": (REQ, STR),
+    "content": (REQ, obj(CONTENT)),
+    "signatures": (REQ, arr(obj(SIGNATURE_ENTRY))),
+    "transparency": (OPT, arr(obj(TRANSPARENCY_PROOF))),
+}
+
+_TYPED_INT = re.compile(r"0|[1-9][0-9]*")
+_MAX_EXACT_DOUBLE_INT = 2**53
+
+
+def decode_envelope(value: Any) -> dict[str, Any]:
+    """The normalized receipt envelope, or ``DecodeError`` naming the first problem."""
+    return _decode_object(value, ENVELOPE, "receipt")
+
+
+def decode_content(value: Any) -> dict[str, Any]:
+    """A normalized ``content`` object (used for approvals' ``action_content``)."""
+    return _decode_object(value, CONTENT, "content")
+
+
+def decode_approver_record(value: Any) -> dict[str, Any]:
+    return _decode_object(value, APPROVER_RECORD, "record")
+
+
+def _decode_object(value: Any, fields: Fields, path: str) -> dict[str, Any]:
+    if not isinstance(value, JsonObject):
+        raise DecodeError(f"{path}: expected an object")
+    decoded: dict[str, Any] = {}
+    for name, member in value:
+        where = f"{path}.{name}"
+        if name in decoded:
+            raise DecodeError(f"{where}: repeated member name")
+        spec = fields.get(name)
+        if spec is None:
+            raise DecodeError(f"{where}: unknown member")
+        presence, kind = spec
+        if member is None and kind is not FREE:
+            raise DecodeError(f"{where}: null is not allowed (leave the member out)")
+        if presence == FLAG and member is False:
+            raise DecodeError(f"{where}: a default false is left out, not written")
+        if presence == LIST and isinstance(member, list) and not member:
+            raise DecodeError(f"{where}: a default empty array is left out, not written")
+        decoded[name] = _decode(member, kind, where)
+    for name, (presence, _) in fields.items():
+        if presence == REQ and name not in decoded:
+            raise DecodeError(f"{path}.{name}: required member missing")
+    return decoded
+
+
+def _decode(value: Any, kind: Type, path: str) -> Any:
+    tag = kind[0]
+    if tag == "str":
+        if not isinstance(value, str):
+            raise DecodeError(f"{path}: expected a string")
+        return value
+    if tag == "enum":
+        if not isinstance(value, str) or value not in kind[1]:
+            raise DecodeError(f"{path}: not one of the allowed values")
+        return value
+    if tag == "obj":
+        return _decode_object(value, kind[1], path)
+    if tag == "arr":
+        if not isinstance(value, list) or isinstance(value, JsonObject):
+            raise DecodeError(f"{path}: expected an array")
+        return [_decode(item, kind[1], f"{path}[{index}]") for index, item in enumerate(value)]
+    if tag == "int":
+        return _typed_int(value, kind[1], path)
+    if tag == "bool":
+        if not isinstance(value, bool):
+            raise DecodeError(f"{path}: expected a boolean")
+        return value
+    if tag == "free_object":
+        if not isinstance(value, JsonObject):
+            raise DecodeError(f"{path}: expected an object")
+        return free_value(value, path)
+    if tag == "free":
+        return free_value(value, path)
+    if tag == "surface":
+        return _surface(value, path)
+    raise AssertionError(f"unknown schema type {tag}")  # pragma: no cover
+
+
+def _typed_int(value: Any, maximum: int, path: str) -> int:
+    if not isinstance(value, JsonNumber) or not _TYPED_INT.fullmatch(value.text):
+        raise DecodeError(f"{path}: expected a non-negative integer literal")
+    number = int(value.text)
+    if number > maximum:
+        raise DecodeError(f"{path}: integer out of range")
+    return number
+
+
+def free_value(value: Any, path: str = "value") -> Any:
+    """A free-form JSON value; numbers become the double the reference hashes.
+
+    Integral doubles up to 2^53 are kept as ``int`` (their JCS form is the same digits),
+    so that most content stays on the canonicalizer's fast path.
+    """
+    if isinstance(value, JsonObject):
+        decoded: dict[str, Any] = {}
+        for name, member in value:
+            if name in decoded:
+                raise DecodeError(f"{path}.{name}: repeated member name")
+            decoded[name] = free_value(member, f"{path}.{name}")
+        return decoded
+    if isinstance(value, list):
+        return [free_value(item, path) for item in value]
+    if isinstance(value, JsonNumber):
+        number = float(value.text)
+        if number in (float("inf"), float("-inf")):
+            raise DecodeError(f"{path}: number out of range")
+        if number.is_integer() and abs(number) <= _MAX_EXACT_DOUBLE_INT:
+            return int(number)
+        return number
+    return value
+
+
+def _surface(value: Any, path: str) -> Any:
+    if isinstance(value, str):
+        if value not in ("tool_description", "tool_result"):
+            raise DecodeError(f"{path}: not one of the allowed values")
+        return value
+    argument = _decode_object(value, {"argument": (REQ, obj({"path": (REQ, STR)}))}, path)
+    return argument
