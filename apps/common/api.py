@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
 from apps.common.errors import DomainError
-from apps.tenancy.authentication import ApiKeyAuthentication
+from apps.tenancy.authentication import ApiKeyAuthentication, ConsoleJwtAuthentication
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def keyscoped_exception_handler(exc: Exception, context: dict[str, Any]) -> Resp
     Unknown exceptions return None so DRF re-raises them: they stay 500 and are logged.
     """
     if isinstance(exc, DomainError):
-        return Response({"detail": exc.message}, status=exc.status)
+        return Response({"detail": exc.message, **exc.body_extras()}, status=exc.status)
     if isinstance(exc, exceptions.ParseError):
         return Response(
             {"detail": f"invalid JSON body: {exc.detail}"}, status=HTTPStatus.UNPROCESSABLE_ENTITY
@@ -55,6 +55,15 @@ class KeyScopedSdkApi(APIView):
     """Base for key-scoped SDK-plane endpoints: API key auth, ``{"detail"}`` errors."""
 
     authentication_classes = [ApiKeyAuthentication]
+
+    def get_exception_handler(self) -> ExceptionHandler:
+        return keyscoped_exception_handler
+
+
+class DashboardApi(APIView):
+    """Base for dashboard-plane endpoints: console session JWT, ``{"detail"}`` errors."""
+
+    authentication_classes = [ConsoleJwtAuthentication]
 
     def get_exception_handler(self) -> ExceptionHandler:
         return keyscoped_exception_handler

@@ -20,6 +20,10 @@ class DomainError(Exception):
         super().__init__(message)
         self.message = message
 
+    def body_extras(self) -> dict[str, object]:
+        """Members added to the error body beside the profile's own (e.g. a verdict kind)."""
+        return {}
+
 
 class NotFound(DomainError):
     status = HTTPStatus.NOT_FOUND
@@ -29,3 +33,20 @@ class NotFound(DomainError):
 class InvalidInput(DomainError):
     status = HTTPStatus.UNPROCESSABLE_ENTITY
     code = "validation_failed"
+
+
+class PayloadTooLarge(DomainError):
+    status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    code = "payload_too_large"
+
+
+class InvalidJson(DomainError):
+    """The body is not JSON (or not sent as JSON). Key-scoped 422, team-path 400."""
+
+    status = HTTPStatus.UNPROCESSABLE_ENTITY
+    code = "invalid_json"
+
+
+class Forbidden(DomainError):
+    status = HTTPStatus.FORBIDDEN
+    code = "forbidden"

@@ -46,6 +46,10 @@ class Org(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     plan = models.CharField(max_length=16, choices=Plan.choices, default=Plan.FREE)
+    # Per-org override of the plan's monthly mirror soft-cap (settings.MONTHLY_RECEIPT_CAPS).
+    monthly_receipt_cap = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Leave empty to use the plan's default."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -53,6 +57,13 @@ class Org(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def effective_monthly_receipt_cap(self) -> int:
+        if self.monthly_receipt_cap is not None:
+            return self.monthly_receipt_cap
+        caps: dict[str, int] = settings.MONTHLY_RECEIPT_CAPS
+        return caps[self.plan]
 
 
 class ApiKey(models.Model):

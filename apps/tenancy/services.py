@@ -122,3 +122,12 @@ def membership_add(
             user=user, org=org, defaults={"role": role}
         )
     return membership
+
+
+def org_set_limits(*, org: Org, monthly_receipt_cap: int | None) -> Org:
+    """Override (or, with None, reset to the plan's default) the org's monthly cap."""
+    if monthly_receipt_cap is not None and monthly_receipt_cap < 0:
+        raise InvalidInput("the monthly cap cannot be negative")
+    org.monthly_receipt_cap = monthly_receipt_cap
+    org.save(update_fields=["monthly_receipt_cap"])
+    return org

@@ -6,6 +6,7 @@ Every value that differs between deployments comes from the environment (see
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import django_stubs_ext
@@ -122,6 +123,28 @@ REST_FRAMEWORK = {
 # Keeping this secret apart from SECRET_KEY lets the Django secret rotate without
 # invalidating every issued key.
 API_KEY_DIGEST_SECRET = env_str("API_KEY_DIGEST_SECRET", SECRET_KEY)
+
+# Monthly mirror soft-cap per plan (appended receipts per calendar month, UTC). An org can
+# override its own in the console or with `manage.py set_org_limits --monthly-cap N`.
+MONTHLY_RECEIPT_CAPS = {
+    "free": env_int("RECEIPT_CAP_FREE", 10_000),
+    "pro": env_int("RECEIPT_CAP_PRO", 250_000),
+    "team": env_int("RECEIPT_CAP_TEAM", 2_000_000),
+    "custom": env_int("RECEIPT_CAP_CUSTOM", 10_000_000),
+}
+# Largest request body accepted on receipt routes; larger answers 413.
+RECEIPT_MAX_BODY_BYTES = env_int("RECEIPT_MAX_BODY_BYTES", 1_048_576, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = RECEIPT_MAX_BODY_BYTES
+
+# Dashboard-plane session JWTs (console members). Short access lifetime: a downgraded
+# member's refresh re-reads the membership.
+SIMPLE_JWT = {
+    "ACCESS_TOKEN_LIFETIME": timedelta(seconds=env_int("CONSOLE_JWT_ACCESS_SECONDS", 300)),
+    "REFRESH_TOKEN_LIFETIME": timedelta(seconds=env_int("CONSOLE_JWT_REFRESH_SECONDS", 28_800)),
+    "SIGNING_KEY": SECRET_KEY,
+    "AUTH_HEADER_TYPES": ("Bearer",),
+    "UPDATE_LAST_LOGIN": False,
+}
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,117 @@
+"""Key-scoped receipt route: POST /v1/receipts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from http import HTTPStatus
+
+from django.conf import settings
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.common.api import KeyScopedSdkApi
+from apps.common.errors import InvalidInput, InvalidJson
+from apps.common.http import read_json_body
+from apps.receipts.errors import QuotaExceeded, ReceiptMalformed, ReceiptRejected
+from apps.receipts.services import receipt_append
+from apps.receipts.verifier import (
+    DecodedReceipt,
+    DecodeError,
+    JsonValue,
+    Verdict,
+    object_members,
+    parse_json,
+    verify_receipt_value,
+)
+from apps.tenancy.models import Scope
+from apps.tenancy.permissions import scope_required, sdk_principal
+
+ACTION_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class PushInput:
+    receipt: JsonValue
+    supersedes_action_hash: str | None
+
+
+def parse_push_body(body: bytes) -> PushInput:
+    """``{receipt, supersedes_action_hash?}`` from the raw body, parsed once and strictly.
+
+    The body is parsed keeping repeated member names and number literals, so the receipt
+    subtree reaches the verifier exactly as sent (receipts.md §15).
+    """
+    try:
+        parsed = parse_json(body)
+    except DecodeError as error:
+        raise InvalidJson(f"invalid JSON body: {error}") from error
+    members = object_members(parsed)
+    if members is None:
+        raise InvalidInput("the body must be a JSON object {receipt, supersedes_action_hash?}")
+    names = [name for name, _ in members]
+    if len(names) != len(set(names)):
+        raise InvalidInput("the body repeats a member name")
+    values = dict(members)
+    if "receipt" not in values:
+        raise InvalidInput("receipt: this member is required")
+    receipt = values["receipt"]
+    receipt_members = object_members(receipt)
+    if receipt_members is None:
+        raise InvalidInput("receipt: must be a JSON object")
+    content = dict(receipt_members).get("content")
+    if content is None or object_members(content) is None:
+        raise InvalidInput("receipt.content: must be present and a JSON object")
+    supersedes = values.get("supersedes_action_hash")
+    if supersedes is not None and (
+        not isinstance(supersedes, str) or not ACTION_HASH.fullmatch(supersedes)
+    ):
+        raise InvalidInput("supersedes_action_hash: must be 64 lowercase hex characters")
+    return PushInput(receipt=receipt, supersedes_action_hash=supersedes)
+
+
+def verified_receipt(receipt: JsonValue) -> tuple[DecodedReceipt, str]:
+    """The decoded receipt and its derived trust level, or the refusal of server.md §2."""
+    verdict: Verdict = verify_receipt_value(receipt)
+    if verdict.stage == "decode":
+        raise ReceiptMalformed(f"Malformed: {verdict.detail}")
+    if not verdict.is_valid or verdict.receipt is None or verdict.trust_level is None:
+        raise ReceiptRejected(verdict.kind, verdict.detail)
+    return verdict.receipt, verdict.trust_level
+
+
+class ReceiptPushApi(KeyScopedSdkApi):
+    permission_classes = [scope_required(Scope.RECEIPTS_WRITE)]
+
+    def post(self, request: Request) -> Response:
+        principal = sdk_principal(request)
+        body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
+        push = parse_push_body(body)
+        receipt, trust_level = verified_receipt(push.receipt)
+        try:
+            outcome = receipt_append(
+                org=principal.org,
+                receipt=receipt,
+                trust_level=trust_level,
+                supersedes_action_hash=push.supersedes_action_hash,
+                api_key=principal.api_key,
+            )
+        except QuotaExceeded as refusal:
+            return Response(
+                {
+                    "status": "quota_exceeded",
+                    "entry_hash": receipt.action_hash,
+                    "seq": None,
+                    "detail": refusal.message,
+                },
+                status=refusal.status,
+            )
+        entry = outcome.entry
+        return Response(
+            {
+                "status": "appended" if outcome.appended else "duplicate",
+                "entry_hash": entry.action_hash,
+                "seq": entry.seq,
+            },
+            status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
+        )

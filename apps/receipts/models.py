@@ -1,0 +1,79 @@
+"""The per-org receipt mirror: an append-only, hash-chained list of verified receipts.
+
+``MirrorHead`` holds each org's append position and chain head; appends lock that one row,
+so ``seq`` is gapless and never reused, and the chain is computed under the lock.
+``MirrorEntry`` rows are never updated except for ``superseded_by`` (outside the hash).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD
+from apps.tenancy.models import ApiKey, Org
+
+
+class TrustLevel(models.TextChoices):
+    L0 = "L0", "L0 (operator only)"
+    L1 = "L1", "L1 (human approved)"
+
+
+class MirrorHead(models.Model):
+    """One row per org: the last ``seq`` and ``chain_hash``, and the month's append count.
+
+    The monthly counter lives here (not a COUNT over entries) so the quota check is O(1)
+    inside the append lock and exact under concurrency.
+    """
+
+    org = models.OneToOneField(Org, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    size = models.BigIntegerField(default=0)
+    head = models.CharField(max_length=64, default=EMPTY_CHAIN_HEAD)
+    month = models.CharField(max_length=7, default="")  # "YYYY-MM" (UTC) of month_count
+    month_count = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.org_id}: {self.size} entries"
+
+
+class MirrorEntry(models.Model):
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="mirror_entries")
+    seq = models.BigIntegerField()
+    action_hash = models.CharField(max_length=64)
+    # The receipt as stored: JCS text of the verified, normalized envelope (server.md §1).
+    receipt = models.TextField()
+    receipt_digest = models.CharField(max_length=64)
+    kind = models.CharField(max_length=32, default="action")
+    trust_level = models.CharField(max_length=2, choices=TrustLevel.choices)
+    supersedes_action_hash = models.CharField(max_length=64, blank=True, default="")
+    superseded_by = models.CharField(max_length=64, blank=True, default="")
+    prev_chain_hash = models.CharField(max_length=64)
+    chain_hash = models.CharField(max_length=64)
+    received_at = models.DateTimeField()
+    api_key = models.ForeignKey(
+        ApiKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    # Denormalized from the receipt for lookups (session continuity, console search).
+    session_id = models.CharField(max_length=200, blank=True, default="")
+    session_seq = models.BigIntegerField(null=True, blank=True)
+    link_hash = models.CharField(max_length=64)
+    operator_key = models.CharField(max_length=64, blank=True, default="")
+    agent_identity = models.CharField(max_length=200, blank=True, default="")
+    workflow = models.CharField(max_length=200, blank=True, default="")
+    verb = models.CharField(max_length=32, blank=True, default="")
+    decision_path = models.CharField(max_length=32, blank=True, default="")
+    rule_id = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "seq"], name="mirror_entry_org_seq"),
+            models.UniqueConstraint(fields=["org", "action_hash"], name="mirror_entry_org_hash"),
+        ]
+        indexes = [
+            models.Index(fields=["org", "session_id", "session_seq"], name="mirror_entry_session"),
+            models.Index(fields=["org", "received_at"], name="mirror_entry_received"),
+        ]
+        ordering = ["org", "-seq"]
+        verbose_name = "mirrored receipt"
+
+    def __str__(self) -> str:
+        return f"{self.org_id}#{self.seq} {self.action_hash[:12]}…"

@@ -1,0 +1,82 @@
+"""Reads of the mirror; every read takes the org explicitly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
+from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.receipts.verifier import verify_receipt
+from apps.tenancy.models import Org
+
+
+@dataclass(frozen=True)
+class ChainCheck:
+    size: int
+    head: str
+    first_bad_seq: int | None = None
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.first_bad_seq is None
+
+
+def mirror_chain_check(
+    *, org: Org, progress: Callable[[int, int], None] | None = None
+) -> ChainCheck:
+    """Recompute ``org``'s whole chain from the stored receipts and re-verify each one.
+
+    Stops at the first entry whose stored receipt, digest, verdict, position or chain hash
+    does not hold, and names its ``seq``.
+    """
+    head_row = MirrorHead.objects.filter(org=org).first()
+    total = head_row.size if head_row else 0
+    running = EMPTY_CHAIN_HEAD
+    expected_seq = 0
+    entries = MirrorEntry.objects.filter(org=org).order_by("seq")
+    for entry in entries.iterator(chunk_size=500):
+        expected_seq += 1
+        problem = _entry_problem(entry, expected_seq, running)
+        if problem is not None:
+            return ChainCheck(size=total, head=running, first_bad_seq=entry.seq, problem=problem)
+        running = entry.chain_hash
+        if progress is not None:
+            progress(expected_seq, total)
+    if head_row is not None and (head_row.size, head_row.head) != (expected_seq, running):
+        return ChainCheck(
+            size=total,
+            head=running,
+            first_bad_seq=expected_seq + 1,
+            problem=f"chain head records {head_row.size} entries ending {head_row.head}, "
+            f"the entries end at {expected_seq} with {running}",
+        )
+    return ChainCheck(size=expected_seq, head=running)
+
+
+def _entry_problem(entry: MirrorEntry, expected_seq: int, prev: str) -> str | None:
+    if entry.seq != expected_seq:
+        return f"seq {entry.seq} found where {expected_seq} was expected (gap or reorder)"
+    if entry.prev_chain_hash != prev:
+        return "prev_chain_hash does not equal the previous entry's chain_hash"
+    digest = receipt_digest(entry.receipt)
+    if digest != entry.receipt_digest:
+        return "stored receipt does not match its receipt_digest"
+    verdict = verify_receipt(entry.receipt)
+    if not verdict.is_valid or verdict.receipt is None:
+        return f"stored receipt no longer verifies: {verdict.kind}: {verdict.detail}"
+    if verdict.receipt.action_hash != entry.action_hash:
+        return "stored receipt's action_hash differs from the entry's"
+    if verdict.trust_level != entry.trust_level:
+        return f"stored trust level {entry.trust_level} differs from derived {verdict.trust_level}"
+    recomputed = chain_hash(
+        prev_chain_hash=prev,
+        seq=entry.seq,
+        action_hash=entry.action_hash,
+        receipt_digest_hex=digest,
+        supersedes_action_hash=entry.supersedes_action_hash,
+    )
+    if recomputed != entry.chain_hash:
+        return "chain_hash does not match its recomputation"
+    return None

@@ -1,0 +1,279 @@
+#!/usr/bin/env python
+"""Load test of POST /v1/receipts against gunicorn (sync workers) on PostgreSQL.
+
+Starts its own gunicorn on a fresh database, then, at each concurrency level, measures
+for the same duration and with the same client:
+  * the framework ceiling: GET /healthz, a trivial DRF endpoint;
+  * pushes of fresh signed receipts for one org;
+  * pushes spread over many orgs.
+Prints receipts/s and p50/p99 latency, and each push figure as a ratio of the ceiling.
+
+    python deploy/bench/push_load.py [--levels 1,8,32] [--seconds 5] [--kill-worker]
+
+--kill-worker is the fault test: it SIGKILLs one gunicorn worker in the middle of a push
+run, then checks that every receipt answered 201 is in the chain and that
+`manage.py verify_chain` passes.
+
+Load goes only to 127.0.0.1, and every loop is bounded by count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+PY = sys.executable
+
+
+@dataclass
+class Run:
+    statuses: dict[int, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)  # entry_hash of every 201
+    elapsed: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.elapsed if self.elapsed else 0.0
+
+    def percentile(self, p: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000
+
+
+def env_for(database_url: str, port: int, workers: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings.production",
+        DJANGO_SECRET_KEY="bench-" + secrets.token_urlsafe(50),
+        DATABASE_URL=database_url,
+        ALLOWED_HOSTS="127.0.0.1",
+        SECURE_SSL_REDIRECT="false",
+        SECURE_HSTS_SECONDS="0",
+        GUNICORN_BIND=f"127.0.0.1:{port}",
+        GUNICORN_WORKERS=str(workers),
+        GUNICORN_ACCESSLOG="",
+        RECEIPT_CAP_CUSTOM="100000000",
+    )
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [PY, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def fresh_database(database_url: str) -> None:
+    import psycopg
+
+    name = database_url.rsplit("/", 1)[1]
+    admin_url = database_url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_orgs(env: dict[str, str], count: int) -> list[str]:
+    secrets_ = []
+    for index in range(count):
+        slug = f"bench-{index}"
+        manage(env, "create_org", slug, "--plan", "custom")
+        out = manage(env, "issue_api_key", slug, "--scopes", "receipts:write")
+        secrets_.append(out.strip().splitlines()[-1])
+    return secrets_
+
+
+def request_bytes(method: str, path: str, body: bytes = b"", key: str | None = None) -> bytes:
+    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+    if key:
+        head.append(f"x-api-key: {key}")
+    if body:
+        head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def send(port: int, raw: bytes) -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(raw)
+        chunks = []
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    response = b"".join(chunks)
+    status = int(response.split(b" ", 2)[1])
+    return status, response.split(b"\r\n\r\n", 1)[1]
+
+
+def load(port: int, requests: list[bytes], clients: int, seconds: float) -> Run:
+    """``clients`` closed-loop clients send ``requests`` (each at most once) for ``seconds``."""
+    run = Run()
+    lock = threading.Lock()
+    cursor = iter(range(len(requests)))
+    deadline = time.perf_counter() + seconds
+
+    def client() -> None:
+        while time.perf_counter() < deadline:
+            with lock:
+                index = next(cursor, None)
+            if index is None:
+                return
+            started = time.perf_counter()
+            status, body = send(port, requests[index])
+            took = time.perf_counter() - started
+            with lock:
+                run.latencies.append(took)
+                run.statuses[status] = run.statuses.get(status, 0) + 1
+                if status == 201:
+                    run.created.append(json.loads(body)["entry_hash"])
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    run.elapsed = time.perf_counter() - started
+    return run
+
+
+def push_requests(keys: list[str], count: int) -> list[bytes]:
+    from tests.receipts.factories import Agent, as_text
+
+    agents = [Agent() for _ in keys]
+    out = []
+    for index in range(count):
+        slot = index % len(keys)
+        receipt = agents[slot].receipt()
+        # A realistic body: about 1.5 KB of receipt, like the SDK's tool calls.
+        receipt_text = as_text(receipt)
+        body = ('{"receipt":' + receipt_text + "}").encode()
+        out.append(request_bytes("POST", "/v1/receipts", body, keys[slot]))
+    return out
+
+
+def wait_ready(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if send(port, request_bytes("GET", "/healthz"))[0] == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("gunicorn did not become ready")
+
+
+def worker_pids(master: int) -> list[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/mirror_bench")
+    parser.add_argument("--levels", default="1,8,32")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--orgs", type=int, default=32, help="orgs in the many-orgs runs")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--port", type=int, default=8811)
+    parser.add_argument("--kill-worker", action="store_true")
+    args = parser.parse_args()
+
+    env = env_for(args.database_url, args.port, args.workers)
+    fresh_database(args.database_url)
+    manage(env, "migrate", "--noinput")
+    keys = setup_orgs(env, args.orgs)
+    levels = [int(level) for level in args.levels.split(",")]
+    # Enough fresh receipts that no run runs dry (measured ceiling ~ a few thousand/s).
+    per_run = int(args.seconds * 2500)
+
+    server = subprocess.Popen(
+        [PY, "-m", "gunicorn", "config.wsgi:application", "-c", "deploy/gunicorn.conf.py"],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        wait_ready(args.port)
+        if args.kill_worker:
+            fault_test(args, env, server.pid, keys)
+            return
+        print(f"gunicorn sync workers={args.workers}, {args.seconds:.0f}s per run, PostgreSQL")
+        print(
+            f"{'clients':>7} {'target':<16} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'ratio':>6}"
+        )
+        for clients in levels:
+            ceiling = load(
+                args.port, [request_bytes("GET", "/healthz")] * per_run * 2, clients, args.seconds
+            )
+            report(clients, "healthz ceiling", ceiling, None)
+            for label, org_keys in (("push one org", keys[:1]), ("push many orgs", keys)):
+                run = load(args.port, push_requests(org_keys, per_run), clients, args.seconds)
+                unexpected = {s: n for s, n in run.statuses.items() if s != 201}
+                if unexpected:
+                    print(f"  unexpected statuses: {unexpected}")
+                report(clients, label, run, ceiling)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def report(clients: int, label: str, run: Run, ceiling: Run | None) -> None:
+    ratio = f"{run.rate / ceiling.rate:.0%}" if ceiling else ""
+    print(
+        f"{clients:>7} {label:<16} {run.rate:>8.0f} {run.percentile(0.5):>7.1f} "
+        f"{run.percentile(0.99):>7.1f} {ratio:>6}"
+    )
+
+
+def fault_test(args: argparse.Namespace, env: dict[str, str], master: int, keys: list[str]) -> None:
+    requests = push_requests(keys[:1], int(args.seconds * 2500))
+    victim = worker_pids(master)[0]
+    killer = threading.Timer(args.seconds / 2, lambda: os.kill(victim, signal.SIGKILL))
+    killer.start()
+    run = load(args.port, requests, 8, args.seconds)
+    killer.join()
+    print(f"killed worker {victim} mid-run; statuses: {run.statuses}")
+    import psycopg
+
+    with psycopg.connect(args.database_url) as conn:
+        rows = conn.execute(
+            "SELECT action_hash FROM receipts_mirrorentry e JOIN tenancy_org o ON o.id = e.org_id "
+            "WHERE o.slug = 'bench-0'"
+        ).fetchall()
+    stored = {row[0] for row in rows}
+    missing = [h for h in run.created if h not in stored]
+    print(
+        f"answered 201: {len(run.created)}, stored: {len(stored)}, 201 but missing: {len(missing)}"
+    )
+    verdict = subprocess.run(
+        [PY, "manage.py", "verify_chain", "bench-0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    print(f"verify_chain exit {verdict.returncode}: {(verdict.stdout or verdict.stderr).strip()}")
+    if missing or verdict.returncode != 0:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
