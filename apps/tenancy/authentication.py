@@ -1,4 +1,8 @@
-"""SDK-plane authentication: an API key in ``x-api-key`` or ``Authorization: Bearer``."""
+"""Authentication of the two planes.
+
+SDK plane: an API key in ``x-api-key`` or ``Authorization: Bearer``. Dashboard plane: a
+console session JWT in ``Authorization: Bearer``. Neither credential passes the other.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,12 @@ from dataclasses import dataclass
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
+from rest_framework_simplejwt.authentication import JWTAuthentication
+from rest_framework_simplejwt.settings import api_settings
+from rest_framework_simplejwt.tokens import Token
 
-from apps.tenancy.models import ApiKey, Org
+from apps.tenancy.console_tokens import ORG_CLAIM
+from apps.tenancy.models import ApiKey, Membership, Org, Role
 from apps.tenancy.services import api_key_authenticate
 
 
@@ -53,3 +61,56 @@ class ApiKeyAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="sdk"'
+
+
+@dataclass(frozen=True)
+class ConsolePrincipal:
+    """``request.user`` on the dashboard plane: a console member acting in one org."""
+
+    membership: Membership
+
+    is_authenticated = True
+    is_anonymous = False
+
+    @property
+    def org(self) -> Org:
+        return self.membership.org
+
+    @property
+    def role(self) -> Role:
+        return Role(self.membership.role)
+
+
+class ConsoleJwtAuthentication(JWTAuthentication):
+    """``Authorization: Bearer <session JWT>`` from the console. API keys never pass here.
+
+    The role is read from the current membership on every request (one indexed query), so
+    a removed or downgraded member loses access no later than the token's next use.
+    """
+
+    # request.user on this plane is a ConsolePrincipal, not a Django user model instance.
+    def authenticate(  # type: ignore[override]
+        self, request: Request
+    ) -> tuple[ConsolePrincipal, Token] | None:
+        header: bytes | None = self.get_header(request)
+        if header is None:
+            return None
+        raw_token = self.get_raw_token(header)
+        if raw_token is None:
+            return None
+        token = self.get_validated_token(raw_token)
+        membership = (
+            Membership.objects.select_related("org", "user")
+            .filter(
+                user_id=token.get(api_settings.USER_ID_CLAIM),
+                org__slug=token.get(ORG_CLAIM),
+                user__is_active=True,
+            )
+            .first()
+        )
+        if membership is None:
+            raise AuthenticationFailed("no active membership behind this session token")
+        return ConsolePrincipal(membership=membership), token
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="dashboard"'

@@ -4,9 +4,9 @@ from django.urls import path
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.common.api import KeyScopedSdkApi
-from apps.tenancy.models import Scope
-from apps.tenancy.permissions import scope_required
+from apps.common.api import DashboardApi, KeyScopedSdkApi
+from apps.tenancy.models import Role, Scope
+from apps.tenancy.permissions import role_required, scope_required
 
 
 class WhoAmIApi(KeyScopedSdkApi):
@@ -16,4 +16,15 @@ class WhoAmIApi(KeyScopedSdkApi):
         return Response({"org": request.user.org.slug, "prefix": request.auth.prefix})
 
 
-urlpatterns = [path("v1/whoami", WhoAmIApi.as_view())]
+class AuditorOnlyApi(DashboardApi):
+    permission_classes = [role_required(Role.AUDITOR)]
+
+    def get(self, request: Request) -> Response:
+        return Response({"org": request.user.org.slug, "role": request.user.role.value})
+
+
+urlpatterns = [
+    path("v1/whoami", WhoAmIApi.as_view()),
+    path("v1/dashboard-probe", AuditorOnlyApi.as_view()),
+    *__import__("config.urls.keyscoped", fromlist=["urlpatterns"]).urlpatterns,
+]

@@ -1,0 +1,70 @@
+"""Console session tokens: obtain (from a logged-in console session) and refresh."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.common.api import ExceptionHandler, keyscoped_exception_handler
+from apps.common.errors import Forbidden
+from apps.tenancy.console_tokens import (
+    ConsoleTokenRefused,
+    ConsoleTokens,
+    console_tokens_issue,
+    console_tokens_refresh,
+)
+from apps.tenancy.models import Org
+
+
+class TokenPairOutput(serializers.Serializer[ConsoleTokens]):
+    access = serializers.CharField()
+    refresh = serializers.CharField()
+    access_expires_at = serializers.DateTimeField()
+    role = serializers.CharField()
+
+
+class _ConsoleTokenApi(APIView):
+    def get_exception_handler(self) -> ExceptionHandler:
+        return keyscoped_exception_handler
+
+
+class ConsoleTokenObtainApi(_ConsoleTokenApi):
+    """POST /v1/console/token {org}: a signed-in console user gets a session JWT pair."""
+
+    authentication_classes = [SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+
+    class Input(serializers.Serializer[dict[str, str]]):
+        org = serializers.SlugField()
+
+    def post(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        org = Org.objects.filter(slug=data.validated_data["org"]).first()
+        try:
+            if org is None:
+                raise ConsoleTokenRefused("not a member of that org")
+            tokens = console_tokens_issue(user=request.user, org=org)  # type: ignore[arg-type]
+        except ConsoleTokenRefused as refusal:
+            raise Forbidden(refusal.message) from refusal
+        return Response(TokenPairOutput(tokens).data)
+
+
+class ConsoleTokenRefreshApi(_ConsoleTokenApi):
+    """POST /v1/console/token/refresh {refresh}: a new pair with the member's current role."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    class Input(serializers.Serializer[dict[str, str]]):
+        refresh = serializers.CharField()
+
+    def post(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        tokens = console_tokens_refresh(refresh=data.validated_data["refresh"])
+        return Response(TokenPairOutput(tokens).data)
