@@ -46,9 +46,15 @@ def _as_doubles(value: Any) -> Any:
     return value
 
 
-def canonicalize(value: Any) -> bytes:
-    """The RFC 8785 bytes of ``value``; numbers are serialized as IEEE doubles."""
-    if _fast_path_safe(value):
+def canonicalize(value: Any, *, fast_path_safe: bool | None = None) -> bytes:
+    """The RFC 8785 bytes of ``value``; numbers are serialized as IEEE doubles.
+
+    ``fast_path_safe`` may be given by a caller that already knows (the receipt decoder
+    records it while decoding); otherwise the value is scanned.
+    """
+    if fast_path_safe is None:
+        fast_path_safe = _fast_path_safe(value)
+    if fast_path_safe:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     return canonicalize_slow(value)
 

@@ -56,13 +56,16 @@ def parse_json(raw: bytes | str) -> JsonValue:
         if raw.startswith(b"\xef\xbb\xbf"):
             raise DecodeError("a byte-order mark is not allowed")
         try:
+            # Strict UTF-8 never yields a surrogate: only escapes can smuggle one in.
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             raise DecodeError(f"input is not valid UTF-8: {error.reason}") from None
+        may_hold_surrogates = "\\u" in text
     else:
         text = raw
         if text.startswith("\ufeff"):
             raise DecodeError("a byte-order mark is not allowed")
+        may_hold_surrogates = "\\u" in text or _SURROGATE.search(text) is not None
     try:
         value: JsonValue = json.loads(
             text,
@@ -75,7 +78,7 @@ def parse_json(raw: bytes | str) -> JsonValue:
         raise DecodeError(f"{error.msg} at line {error.lineno} column {error.colno}") from None
     except RecursionError:
         raise DecodeError("nesting too deep") from None
-    if _SURROGATE.search(text) or "\\u" in text.lower():
+    if may_hold_surrogates:
         _check_surrogates(value)
     return value
 

@@ -284,116 +284,152 @@ _TYPED_INT = re.compile(r"0|[1-9][0-9]*")
 _MAX_EXACT_DOUBLE_INT = 2**53
 
 
-def decode_envelope(value: Any) -> dict[str, Any]:
-    """The normalized receipt envelope, or ``DecodeError`` naming the first problem."""
-    return _decode_object(value, ENVELOPE, "receipt")
+Path = tuple[Any, str | int] | str
+
+
+def _render(path: Path) -> str:
+    """Error paths are built only when an error is raised: the hot path never formats."""
+    segments: list[str] = []
+    while isinstance(path, tuple):
+        path, segment = path
+        segments.append(f"[{segment}]" if isinstance(segment, int) else f".{segment}")
+    return path + "".join(reversed(segments))
+
+
+def _fail(path: Path, problem: str) -> DecodeError:
+    return DecodeError(f"{_render(path)}: {problem}")
+
+
+class _Decoder:
+    """One decoding pass. Records whether the result can use the fast JCS path: no float,
+    no integer beyond 2^53-1 and no member name outside the Basic Multilingual Plane."""
+
+    def __init__(self) -> None:
+        self.fast_path_safe = True
+
+    def object(self, value: Any, fields: Fields, path: Path) -> dict[str, Any]:
+        if not isinstance(value, JsonObject):
+            raise _fail(path, "expected an object")
+        decoded: dict[str, Any] = {}
+        for name, member in value:
+            if name in decoded:
+                raise _fail((path, name), "repeated member name")
+            spec = fields.get(name)
+            if spec is None:
+                raise _fail((path, name), "unknown member")
+            presence, kind = spec
+            if member is None and kind is not FREE:
+                raise _fail((path, name), "null is not allowed (leave the member out)")
+            if presence == FLAG and member is False:
+                raise _fail((path, name), "a default false is left out, not written")
+            if presence == LIST and isinstance(member, list) and not member:
+                raise _fail((path, name), "a default empty array is left out, not written")
+            decoded[name] = self.value(member, kind, (path, name))
+        if len(decoded) < len(fields):
+            for name, (presence, _) in fields.items():
+                if presence == REQ and name not in decoded:
+                    raise _fail((path, name), "required member missing")
+        return decoded
+
+    def value(self, value: Any, kind: Type, path: Path) -> Any:
+        tag = kind[0]
+        if tag == "str":
+            if not isinstance(value, str):
+                raise _fail(path, "expected a string")
+            return value
+        if tag == "enum":
+            if not isinstance(value, str) or value not in kind[1]:
+                raise _fail(path, "not one of the allowed values")
+            return value
+        if tag == "obj":
+            return self.object(value, kind[1], path)
+        if tag == "arr":
+            if not isinstance(value, list) or isinstance(value, JsonObject):
+                raise _fail(path, "expected an array")
+            return [self.value(item, kind[1], (path, i)) for i, item in enumerate(value)]
+        if tag == "int":
+            return self.typed_int(value, kind[1], path)
+        if tag == "bool":
+            if not isinstance(value, bool):
+                raise _fail(path, "expected a boolean")
+            return value
+        if tag == "free_object":
+            if not isinstance(value, JsonObject):
+                raise _fail(path, "expected an object")
+            return self.free(value, path)
+        if tag == "free":
+            return self.free(value, path)
+        if tag == "surface":
+            return self.surface(value, path)
+        raise AssertionError(f"unknown schema type {tag}")  # pragma: no cover
+
+    def typed_int(self, value: Any, maximum: int, path: Path) -> int:
+        if not isinstance(value, JsonNumber) or not _TYPED_INT.fullmatch(value.text):
+            raise _fail(path, "expected a non-negative integer literal")
+        number = int(value.text)
+        if number > maximum:
+            raise _fail(path, "integer out of range")
+        if number >= _MAX_EXACT_DOUBLE_INT:
+            self.fast_path_safe = False
+        return number
+
+    def free(self, value: Any, path: Path) -> Any:
+        """A free-form value; numbers become the double the reference hashes.
+
+        Integral doubles below 2^53 stay ``int`` (their JCS form is the same digits), so
+        most content keeps the canonicalizer's fast path.
+        """
+        if isinstance(value, JsonObject):
+            decoded: dict[str, Any] = {}
+            for name, member in value:
+                if name in decoded:
+                    raise _fail((path, name), "repeated member name")
+                if not name.isascii() and any(ord(char) > 0xFFFF for char in name):
+                    self.fast_path_safe = False
+                decoded[name] = self.free(member, (path, name))
+            return decoded
+        if isinstance(value, list):
+            return [self.free(item, (path, index)) for index, item in enumerate(value)]
+        if isinstance(value, JsonNumber):
+            number = float(value.text)
+            if number in (_INFINITY, -_INFINITY):
+                raise _fail(path, "number out of range")
+            if number.is_integer() and abs(number) < _MAX_EXACT_DOUBLE_INT:
+                return int(number)
+            self.fast_path_safe = False
+            return number
+        return value
+
+    def surface(self, value: Any, path: Path) -> Any:
+        if isinstance(value, str):
+            if value not in ("tool_description", "tool_result"):
+                raise _fail(path, "not one of the allowed values")
+            return value
+        return self.object(value, {"argument": (REQ, obj({"path": (REQ, STR)}))}, path)
+
+
+_INFINITY = float("inf")
+
+
+def decode_envelope(value: Any) -> tuple[dict[str, Any], bool]:
+    """The normalized receipt envelope and whether it is fast-path safe for JCS.
+
+    Raises ``DecodeError`` naming the first problem.
+    """
+    decoder = _Decoder()
+    envelope = decoder.object(value, ENVELOPE, "receipt")
+    return envelope, decoder.fast_path_safe
 
 
 def decode_content(value: Any) -> dict[str, Any]:
     """A normalized ``content`` object (used for approvals' ``action_content``)."""
-    return _decode_object(value, CONTENT, "content")
+    return _Decoder().object(value, CONTENT, "content")
 
 
 def decode_approver_record(value: Any) -> dict[str, Any]:
-    return _decode_object(value, APPROVER_RECORD, "record")
+    return _Decoder().object(value, APPROVER_RECORD, "record")
 
 
-def _decode_object(value: Any, fields: Fields, path: str) -> dict[str, Any]:
-    if not isinstance(value, JsonObject):
-        raise DecodeError(f"{path}: expected an object")
-    decoded: dict[str, Any] = {}
-    for name, member in value:
-        where = f"{path}.{name}"
-        if name in decoded:
-            raise DecodeError(f"{where}: repeated member name")
-        spec = fields.get(name)
-        if spec is None:
-            raise DecodeError(f"{where}: unknown member")
-        presence, kind = spec
-        if member is None and kind is not FREE:
-            raise DecodeError(f"{where}: null is not allowed (leave the member out)")
-        if presence == FLAG and member is False:
-            raise DecodeError(f"{where}: a default false is left out, not written")
-        if presence == LIST and isinstance(member, list) and not member:
-            raise DecodeError(f"{where}: a default empty array is left out, not written")
-        decoded[name] = _decode(member, kind, where)
-    for name, (presence, _) in fields.items():
-        if presence == REQ and name not in decoded:
-            raise DecodeError(f"{path}.{name}: required member missing")
-    return decoded
-
-
-def _decode(value: Any, kind: Type, path: str) -> Any:
-    tag = kind[0]
-    if tag == "str":
-        if not isinstance(value, str):
-            raise DecodeError(f"{path}: expected a string")
-        return value
-    if tag == "enum":
-        if not isinstance(value, str) or value not in kind[1]:
-            raise DecodeError(f"{path}: not one of the allowed values")
-        return value
-    if tag == "obj":
-        return _decode_object(value, kind[1], path)
-    if tag == "arr":
-        if not isinstance(value, list) or isinstance(value, JsonObject):
-            raise DecodeError(f"{path}: expected an array")
-        return [_decode(item, kind[1], f"{path}[{index}]") for index, item in enumerate(value)]
-    if tag == "int":
-        return _typed_int(value, kind[1], path)
-    if tag == "bool":
-        if not isinstance(value, bool):
-            raise DecodeError(f"{path}: expected a boolean")
-        return value
-    if tag == "free_object":
-        if not isinstance(value, JsonObject):
-            raise DecodeError(f"{path}: expected an object")
-        return free_value(value, path)
-    if tag == "free":
-        return free_value(value, path)
-    if tag == "surface":
-        return _surface(value, path)
-    raise AssertionError(f"unknown schema type {tag}")  # pragma: no cover
-
-
-def _typed_int(value: Any, maximum: int, path: str) -> int:
-    if not isinstance(value, JsonNumber) or not _TYPED_INT.fullmatch(value.text):
-        raise DecodeError(f"{path}: expected a non-negative integer literal")
-    number = int(value.text)
-    if number > maximum:
-        raise DecodeError(f"{path}: integer out of range")
-    return number
-
-
-def free_value(value: Any, path: str = "value") -> Any:
-    """A free-form JSON value; numbers become the double the reference hashes.
-
-    Integral doubles up to 2^53 are kept as ``int`` (their JCS form is the same digits),
-    so that most content stays on the canonicalizer's fast path.
-    """
-    if isinstance(value, JsonObject):
-        decoded: dict[str, Any] = {}
-        for name, member in value:
-            if name in decoded:
-                raise DecodeError(f"{path}.{name}: repeated member name")
-            decoded[name] = free_value(member, f"{path}.{name}")
-        return decoded
-    if isinstance(value, list):
-        return [free_value(item, path) for item in value]
-    if isinstance(value, JsonNumber):
-        number = float(value.text)
-        if number in (float("inf"), float("-inf")):
-            raise DecodeError(f"{path}: number out of range")
-        if number.is_integer() and abs(number) <= _MAX_EXACT_DOUBLE_INT:
-            return int(number)
-        return number
-    return value
-
-
-def _surface(value: Any, path: str) -> Any:
-    if isinstance(value, str):
-        if value not in ("tool_description", "tool_result"):
-            raise DecodeError(f"{path}: not one of the allowed values")
-        return value
-    argument = _decode_object(value, {"argument": (REQ, obj({"path": (REQ, STR)}))}, path)
-    return argument
+def free_value(value: Any) -> Any:
+    """A parsed free-form JSON value as the reference decodes it (numbers as doubles)."""
+    return _Decoder().free(value, "value")

@@ -39,6 +39,7 @@ class DecodedReceipt:
 
     envelope: dict[str, Any]
     canonical_bytes: bytes  # C: JCS of the content without action_hash (receipts.md §4)
+    fast_path_safe: bool = False  # see canonical.py; recorded by the decoder
 
     @property
     def content(self) -> dict[str, Any]:
@@ -77,7 +78,7 @@ class DecodedReceipt:
 
     @cached_property
     def envelope_canonical(self) -> bytes:
-        return canonicalize(self.envelope)
+        return canonicalize(self.envelope, fast_path_safe=self.fast_path_safe)
 
     @property
     def stored_text(self) -> str:
@@ -114,8 +115,14 @@ class _Refusal(Exception):
         self.detail = detail
 
 
-def content_bytes(content: dict[str, Any], *, without: tuple[str, ...] = ("action_hash",)) -> bytes:
-    return canonicalize({key: value for key, value in content.items() if key not in without})
+def content_bytes(
+    content: dict[str, Any],
+    *,
+    without: tuple[str, ...] = ("action_hash",),
+    fast_path_safe: bool | None = None,
+) -> bytes:
+    trimmed = {key: value for key, value in content.items() if key not in without}
+    return canonicalize(trimmed, fast_path_safe=fast_path_safe)
 
 
 def content_hash(content: dict[str, Any]) -> str:
@@ -135,10 +142,14 @@ def verify_receipt(raw: bytes | str) -> Verdict:
 def verify_receipt_value(value: JsonValue) -> Verdict:
     """Verify an already-parsed receipt (e.g. the ``receipt`` member of a push body)."""
     try:
-        envelope = decode_envelope(value)
+        envelope, fast_path_safe = decode_envelope(value)
     except DecodeError as error:
         return _malformed_input(error)
-    receipt = DecodedReceipt(envelope=envelope, canonical_bytes=content_bytes(envelope["content"]))
+    receipt = DecodedReceipt(
+        envelope=envelope,
+        canonical_bytes=content_bytes(envelope["content"], fast_path_safe=fast_path_safe),
+        fast_path_safe=fast_path_safe,
+    )
     try:
         trust_level = _verify_decoded(receipt)
     except _Refusal as refusal:
@@ -220,10 +231,12 @@ def _verify_single(receipt: DecodedReceipt) -> str:
     return "L1"
 
 
-def _with_approvers(content: dict[str, Any], approvers: list[dict[str, Any]]) -> bytes:
+def _with_approvers(
+    content: dict[str, Any], approvers: list[dict[str, Any]], fast_path_safe: bool
+) -> bytes:
     variant = dict(content)
     variant["multi_approval"] = {**content["multi_approval"], "approvers": approvers}
-    return content_bytes(variant)
+    return content_bytes(variant, fast_path_safe=fast_path_safe)
 
 
 def _verify_quorum(receipt: DecodedReceipt) -> str:
@@ -237,7 +250,7 @@ def _verify_quorum(receipt: DecodedReceipt) -> str:
         raise _Refusal("Malformed", "multi_approval roster must be non-empty")
     signatures = receipt.envelope["signatures"]
     operator = _one_operator(signatures)
-    _check_signature(operator, DOMAIN_ACTION + _with_approvers(content, []))
+    _check_signature(operator, DOMAIN_ACTION + _with_approvers(content, [], receipt.fast_path_safe))
     entries = [entry for entry in signatures if entry["key_id"] == "approver"]
     records = quorum["approvers"]
     if len(entries) != len(records):
@@ -264,7 +277,9 @@ def _verify_quorum(receipt: DecodedReceipt) -> str:
             raise _Refusal("Malformed", f"approver key `{key}` is not on the signed roster")
         if record["decision"] != "approved":
             raise _Refusal("Malformed", f"multi_approval record for key `{key}` is not `approved`")
-        _check_signature(entry, DOMAIN_APPROVAL + _with_approvers(content, [record]))
+        _check_signature(
+            entry, DOMAIN_APPROVAL + _with_approvers(content, [record], receipt.fast_path_safe)
+        )
         verified += 1
     if verified < quorum["threshold"]:
         raise _Refusal("ThresholdNotMet", f"have={verified} need={quorum['threshold']}")
