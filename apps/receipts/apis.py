@@ -106,12 +106,11 @@ class ReceiptPushApi(KeyScopedSdkApi):
                 },
                 status=refusal.status,
             )
-        entry = outcome.entry
         return Response(
             {
                 "status": "appended" if outcome.appended else "duplicate",
-                "entry_hash": entry.action_hash,
-                "seq": entry.seq,
+                "entry_hash": outcome.action_hash,
+                "seq": outcome.seq,
             },
             status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
         )

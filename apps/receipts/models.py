@@ -72,7 +72,8 @@ class MirrorEntry(models.Model):
             models.Index(fields=["org", "session_id", "session_seq"], name="mirror_entry_session"),
             models.Index(fields=["org", "received_at"], name="mirror_entry_received"),
         ]
-        ordering = ["org", "-seq"]
+        # Never order through a relation: lookups on the push path stay single-table.
+        ordering = ["-seq"]
         verbose_name = "mirrored receipt"
 
     def __str__(self) -> str:

@@ -13,9 +13,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.receipts.append_sql import (
+    LockedHead,
+    RelatedEntry,
+    create_head,
+    insert_and_advance,
+    lock_head,
+    related_entries,
+)
 from apps.receipts.errors import (
     ChainConstraint,
     QuotaExceeded,
@@ -23,7 +31,7 @@ from apps.receipts.errors import (
     SupersedeTargetNotFound,
 )
 from apps.receipts.mirror_chain import chain_hash, receipt_digest
-from apps.receipts.models import MirrorEntry, MirrorHead, TrustLevel
+from apps.receipts.models import MirrorEntry, TrustLevel
 from apps.receipts.verifier import DecodedReceipt, link_hash
 from apps.tenancy.models import ApiKey, Org
 
@@ -35,7 +43,8 @@ _UNBOUND = ("action_hash", "time_anchor")
 
 @dataclass(frozen=True)
 class AppendOutcome:
-    entry: MirrorEntry
+    seq: int
+    action_hash: str
     appended: bool  # False: the action_hash was already mirrored (a duplicate push)
 
 
@@ -47,20 +56,32 @@ def receipt_append(
     supersedes_action_hash: str | None = None,
     api_key: ApiKey | None = None,
 ) -> AppendOutcome:
-    """Append a verified receipt to ``org``'s mirror, or return the existing entry."""
+    """Append a verified receipt to ``org``'s mirror, or report the existing entry."""
     digest = receipt_digest(receipt.stored_text)
-    link = link_hash(receipt.content)
     now = timezone.now()
-    with transaction.atomic():
-        head = _lock_head(org)
-        existing = MirrorEntry.objects.filter(org=org, action_hash=receipt.action_hash).first()
+    with transaction.atomic(), connection.cursor() as cursor:
+        head = lock_head(cursor, org_id=org.pk)
+        if head is None:
+            create_head(cursor, org_id=org.pk)
+            head = lock_head(cursor, org_id=org.pk)
+            assert head is not None
+        has_block = bool(receipt.session_id) and receipt.seq is not None
+        related = related_entries(
+            cursor,
+            org_id=org.pk,
+            action_hash=receipt.action_hash,
+            session_id=receipt.session_id if has_block else None,
+            session_seq=receipt.seq if has_block else None,
+        )
+        existing = next((e for e in related if e.action_hash == receipt.action_hash), None)
         if existing is not None:
-            return AppendOutcome(entry=existing, appended=False)
+            return AppendOutcome(seq=existing.seq, action_hash=existing.action_hash, appended=False)
         target = None
         if supersedes_action_hash:
             target = _supersede_target(org, receipt, trust_level, supersedes_action_hash)
-        _check_session_continuity(org, receipt, target)
-        _count_against_quota(org, head, now)
+        if has_block:
+            _check_session_continuity(receipt, related, target)
+        month, month_count = _count_against_quota(org, head, now)
         seq = head.size + 1
         entry_chain_hash = chain_hash(
             prev_chain_hash=head.head,
@@ -69,59 +90,52 @@ def receipt_append(
             receipt_digest_hex=digest,
             supersedes_action_hash=supersedes_action_hash or "",
         )
-        action = receipt.content["action"]
-        entry = MirrorEntry.objects.create(
-            org=org,
-            seq=seq,
-            action_hash=receipt.action_hash,
-            receipt=receipt.stored_text,
-            receipt_digest=digest,
-            kind=receipt.kind,
-            trust_level=trust_level,
-            supersedes_action_hash=supersedes_action_hash or "",
-            prev_chain_hash=head.head,
-            chain_hash=entry_chain_hash,
-            received_at=now,
-            api_key=api_key,
-            session_id=receipt.session_id or "",
-            session_seq=receipt.seq if receipt.session_id else None,
-            link_hash=link,
-            operator_key=receipt.operator_public_key or "",
-            agent_identity=receipt.content["agent_identity"],
-            workflow=action["workflow"],
-            verb=action["verb"],
-            decision_path=receipt.content["policy"]["decision_path"],
-            rule_id=receipt.content["policy"]["rule_id"],
-        )
-        head.size = seq
-        head.head = entry_chain_hash
-        head.save(update_fields=["size", "head", "month", "month_count"])
+        content = receipt.content
+        insert_and_advance(
+            cursor,
+            org_id=org.pk,
+            entry={
+                "org_id": org.pk,
+                "seq": seq,
+                "action_hash": receipt.action_hash,
+                "receipt": receipt.stored_text,
+                "receipt_digest": digest,
+                "kind": receipt.kind,
+                "trust_level": trust_level,
+                "supersedes_action_hash": supersedes_action_hash or "",
+                "prev_chain_hash": head.head,
+                "chain_hash": entry_chain_hash,
+                "received_at": now,
+                "api_key_id": api_key.pk if api_key else None,
+                "session_id": receipt.session_id or "",
+                "session_seq": receipt.seq if receipt.session_id else None,
+                "link_hash": link_hash(content),
+                "operator_key": receipt.operator_public_key or "",
+                "agent_identity": content["agent_identity"],
+                "workflow": content["action"]["workflow"],
+                "verb": content["action"]["verb"],
+                "decision_path": content["policy"]["decision_path"],
+                "rule_id": content["policy"]["rule_id"],
+            },
+            head=LockedHead(size=seq, head=entry_chain_hash, month=month, month_count=month_count),
+        )  # fmt: skip
         if target is not None:
             MirrorEntry.objects.filter(pk=target.pk).update(superseded_by=receipt.action_hash)
-    return AppendOutcome(entry=entry, appended=True)
-
-
-def _lock_head(org: Org) -> MirrorHead:
-    head = MirrorHead.objects.select_for_update().filter(org=org).first()
-    if head is None:
-        # First append of this org: create the row without racing a concurrent first append.
-        MirrorHead.objects.bulk_create([MirrorHead(org=org)], ignore_conflicts=True)
-        head = MirrorHead.objects.select_for_update().get(org=org)
-    return head
+    return AppendOutcome(seq=seq, action_hash=receipt.action_hash, appended=True)
 
 
 def _month_of(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m")
 
 
-def _count_against_quota(org: Org, head: MirrorHead, now: datetime) -> None:
+def _count_against_quota(org: Org, head: LockedHead, now: datetime) -> tuple[str, int]:
+    """The month and its count after this append, or QuotaExceeded. Exact: under the lock."""
     month = _month_of(now)
-    if head.month != month:
-        head.month, head.month_count = month, 0
+    count = head.month_count if head.month == month else 0
     cap = org.effective_monthly_receipt_cap
-    if head.month_count >= cap:
+    if count >= cap:
         raise QuotaExceeded(f"monthly mirror soft-cap of {cap} receipts reached for {month}")
-    head.month_count += 1
+    return month, count + 1
 
 
 def _supersede_target(
@@ -159,24 +173,24 @@ def _bound_content(content: dict[str, Any], *, promoted: bool) -> dict[str, Any]
 
 
 def _check_session_continuity(
-    org: Org, receipt: DecodedReceipt, target: MirrorEntry | None
+    receipt: DecodedReceipt, related: list[RelatedEntry], target: MirrorEntry | None
 ) -> None:
     """server.md §5: no fork at a mirrored (session_id, seq); links match a mirrored parent."""
-    if not receipt.session_id or receipt.seq is None:
-        return
-    session = MirrorEntry.objects.filter(org=org, session_id=receipt.session_id)
-    same_position = session.filter(session_seq=receipt.seq).exclude(action_hash=receipt.action_hash)
-    if target is not None:
-        # The approved form of a suspended receipt keeps its chain block.
-        same_position = same_position.exclude(pk=target.pk)
-    if same_position.exists():
-        raise ChainConstraint(
-            f"chain constraint: session {receipt.session_id!r} already has a different "
-            f"receipt at seq {receipt.seq} (fork)"
-        )
+    assert receipt.seq is not None
+    for entry in related:
+        if (
+            entry.session_seq == receipt.seq
+            and entry.action_hash != receipt.action_hash
+            # The approved form of a suspended receipt keeps its chain block.
+            and (target is None or entry.entry_id != target.pk)
+        ):
+            raise ChainConstraint(
+                f"chain constraint: session {receipt.session_id!r} already has a different "
+                f"receipt at seq {receipt.seq} (fork)"
+            )
     if receipt.seq == 0:
         return
-    parents = list(session.filter(session_seq=receipt.seq - 1).values_list("link_hash", flat=True))
+    parents = [entry.link_hash for entry in related if entry.session_seq == receipt.seq - 1]
     if parents and receipt.prev_receipt_hash not in parents:
         raise ChainConstraint(
             f"chain constraint: prev_receipt_hash {receipt.prev_receipt_hash} does not link to "

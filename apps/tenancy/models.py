@@ -84,7 +84,7 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["org", "-created_at"]
+        ordering = ["-created_at"]
         verbose_name = "API key"
 
     def __str__(self) -> str:
@@ -112,7 +112,7 @@ class Membership(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["user", "org"], name="membership_one_per_user_org")
         ]
-        ordering = ["org", "user"]
+        ordering = ["org_id", "user_id"]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.org} as {self.role}"
