@@ -36,7 +36,11 @@ class MirrorHead(models.Model):
 
 
 class MirrorEntry(models.Model):
-    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="mirror_entries")
+    # No separate FK indexes: (org, seq) and (org, action_hash) lead with org, and API keys
+    # are revoked, never deleted. Fewer indexes make every append cheaper.
+    org = models.ForeignKey(
+        Org, on_delete=models.CASCADE, related_name="mirror_entries", db_index=False
+    )
     seq = models.BigIntegerField()
     action_hash = models.CharField(max_length=64)
     # The receipt as stored: JCS text of the verified, normalized envelope (server.md §1).
@@ -50,7 +54,7 @@ class MirrorEntry(models.Model):
     chain_hash = models.CharField(max_length=64)
     received_at = models.DateTimeField()
     api_key = models.ForeignKey(
-        ApiKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        ApiKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
     )
     # Denormalized from the receipt for lookups (session continuity, console search).
     session_id = models.CharField(max_length=200, blank=True, default="")
