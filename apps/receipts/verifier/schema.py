@@ -318,11 +318,14 @@ class _Decoder:
             if spec is None:
                 raise _fail((path, name), "unknown member")
             presence, kind = spec
+            if kind is STR and type(member) is str:  # most members: skip the dispatch
+                decoded[name] = member
+                continue
             if member is None and kind is not FREE:
                 raise _fail((path, name), "null is not allowed (leave the member out)")
-            if presence == FLAG and member is False:
+            if presence is FLAG and member is False:
                 raise _fail((path, name), "a default false is left out, not written")
-            if presence == LIST and isinstance(member, list) and not member:
+            if presence is LIST and isinstance(member, list) and not member:
                 raise _fail((path, name), "a default empty array is left out, not written")
             decoded[name] = self.value(member, kind, (path, name))
         if len(decoded) < len(fields):
