@@ -16,7 +16,7 @@ $(VENV)/.installed: requirements/base.txt requirements/dev.txt
 
 run: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py bootstrap_demo
+	$(PY) manage.py bootstrap_demo --console-url http://$(HOST)/admin/
 	$(PY) manage.py runserver $(HOST)
 
 lint: $(VENV)/.installed

@@ -17,6 +17,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--org", default="demo")
         parser.add_argument("--username", default="demo")
+        parser.add_argument("--console-url", default="http://127.0.0.1:8000/admin/")
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = Org.objects.filter(slug=options["org"]).first() or org_create(
