@@ -9,7 +9,7 @@ request, so in practice a change applies at once; the refresh rule is the guaran
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from http import HTTPStatus
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -44,7 +44,7 @@ def _pair_for(membership: Membership) -> ConsoleTokens:
     return ConsoleTokens(
         access=str(access),
         refresh=str(refresh),
-        access_expires_at=datetime.fromtimestamp(int(access["exp"])).astimezone(),
+        access_expires_at=datetime.fromtimestamp(int(access["exp"]), tz=UTC),
         role=membership.role,
     )
 
