@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nacl.signing import SigningKey
+
 from apps.approvals.tokens.cosign import promote_single, quorum_base, with_approvers
 from apps.approvals.tokens.errors import CosignError, OperatorKeyMismatch
 from apps.approvals.tokens.record import JsonInput, decode_record
@@ -31,14 +33,14 @@ _COSIGN_INVALID = "detached approver co-signature does not verify over the appro
 
 
 def assemble_l1_from_parts(
-    operator_key: Any,
+    operator_key: SigningKey,
     *,
     suspended_content: JsonInput,
     record: JsonInput,
     approver_pubkey_b64: str,
     co_sig_b64: str,
 ) -> dict[str, Any]:
-    """The single-approver L1 receipt (§7.1), signed by ``operator_key`` (a nacl SigningKey).
+    """The single-approver L1 receipt (§7.1), signed by ``operator_key``.
 
     As in the reference, neither the record's ``decision`` nor its ``approver_identity`` is
     checked here (a ``rejected`` record assembles into a Valid L1 receipt): the SDK refuses
@@ -67,7 +69,7 @@ def assemble_l1_from_parts(
 
 
 def assemble_quorum_from_parts(
-    operator_key: Any,
+    operator_key: SigningKey,
     *,
     suspended_content: JsonInput,
     threshold: int,
@@ -163,7 +165,7 @@ def _error(code: str, text: str) -> CosignError:
     return CosignError(f"[{code}] {text}", code=code)
 
 
-def _check_operator(operator_key: Any, body: Mapping[str, Any]) -> str:
+def _check_operator(operator_key: SigningKey, body: Mapping[str, Any]) -> str:
     operator_b64 = base64.b64encode(bytes(operator_key.verify_key)).decode("ascii")
     if operator_b64 != body["agent_identity"]:
         raise OperatorKeyMismatch(
@@ -184,7 +186,7 @@ def _part(part: Mapping[str, Any], index: int) -> tuple[str, str, str]:
     return values
 
 
-def _operator_entry(operator_key: Any, operator_b64: str, message: bytes) -> dict[str, str]:
+def _operator_entry(operator_key: SigningKey, operator_b64: str, message: bytes) -> dict[str, str]:
     signature = base64.b64encode(operator_key.sign(message).signature).decode("ascii")
     return {
         "algorithm": "Ed25519",

@@ -45,7 +45,7 @@ def quorum_cosign_payload(
 
 
 def promote_single(
-    suspended_content: JsonInput, record: JsonInput | dict[str, Any], *, where: str
+    suspended_content: JsonInput, record: JsonInput, *, where: str
 ) -> dict[str, Any]:
     """B of §5 (still carrying S's ``action_hash``, which ``C`` leaves out)."""
     content = _suspended(suspended_content, where=where)
@@ -90,7 +90,7 @@ def _suspended(suspended_content: JsonInput, *, where: str) -> dict[str, Any]:
     return content
 
 
-def _record(record: JsonInput | dict[str, Any], *, where: str) -> dict[str, Any]:
+def _record(record: JsonInput, *, where: str) -> dict[str, Any]:
     try:
         return decode_record(record)
     except DecodeError as error:

@@ -71,7 +71,10 @@ def verify_leg(
         )
     if record["decision"] != "approved":
         raise LegRejected("not_approved", "only an approved record can be a co-signature leg")
-    if verify_ed25519(approver_pubkey_b64, co_sig_b64, DOMAIN_APPROVAL + content_bytes(body)):
+    if (
+        verify_ed25519(approver_pubkey_b64, co_sig_b64, DOMAIN_APPROVAL + content_bytes(body))
+        is not None
+    ):
         raise LegRejected(
             "bad_signature", "the co-signature does not verify over the approval payload"
         )

@@ -15,7 +15,9 @@ import base64
 import struct
 from collections.abc import Collection, Container
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from nacl.signing import SigningKey
 
 from apps.approvals.tokens.errors import (
     ApprovalTokenExpired,
@@ -78,7 +80,7 @@ def encode_approval_token(
 
 
 def sign_approval_token(
-    signing_key: Any,
+    signing_key: SigningKey,
     *,
     nonce: bytes,
     expiry: int,
@@ -86,7 +88,7 @@ def sign_approval_token(
     scope: str,
     action_canonical: bytes,
 ) -> bytes:
-    """Mint a token with ``signing_key`` (a ``nacl.signing.SigningKey``), as an approver would."""
+    """Mint a token signed with ``signing_key``, as an approver's device would."""
     message = approval_token_message(
         nonce=nonce,
         expiry=expiry,
