@@ -7,6 +7,7 @@ message, never fall back silently to a default: every reader here raises
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any, overload
@@ -74,6 +75,45 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_ip_networks(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list of IP addresses or CIDR networks, each checked here."""
+    values = env_list(name, default)
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {value!r} is not an IP address or network (e.g. 10.0.0.0/8)."
+            ) from None
+    return values
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def env_log_level(name: str, default: str) -> str:
+    value = (env_str(name) or default).strip().upper()
+    if value not in _LOG_LEVELS:
+        raise ImproperlyConfigured(f"{name}={value!r} must be one of {', '.join(_LOG_LEVELS)}.")
+    return value
+
+
+def with_postgres_timeouts(
+    options: dict[str, Any], *, statement_timeout_ms: int, connect_timeout_seconds: int
+) -> dict[str, Any]:
+    """PostgreSQL connection ``OPTIONS`` with a server-side statement timeout and a connect
+    timeout; values already given in ``DATABASE_URL``'s query string win. 0 turns either off.
+    """
+    merged = dict(options)
+    if connect_timeout_seconds > 0:
+        merged.setdefault("connect_timeout", connect_timeout_seconds)
+    if statement_timeout_ms > 0:
+        given = str(merged.get("options", ""))
+        if "statement_timeout" not in given:
+            merged["options"] = f"{given} -c statement_timeout={statement_timeout_ms}".strip()
+    return merged
 
 
 def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
+from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
-from apps.common.errors import DomainError
+from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
+from apps.common.errors import DomainError, ServiceUnavailable
 from apps.tenancy.authentication import ApiKeyAuthentication, ConsoleJwtAuthentication
 
 logger = logging.getLogger(__name__)
@@ -35,9 +37,16 @@ def keyscoped_exception_handler(exc: Exception, context: dict[str, Any]) -> Resp
 
     Body schema failures are 422 (the profile's rule), including JSON that does not parse.
     Unknown exceptions return None so DRF re-raises them: they stay 500 and are logged.
+    Transient database errors are re-raised too: ``DatabaseUnavailableMiddleware`` answers
+    them 503 with ``Retry-After`` on every route.
     """
+    if isinstance(exc, TRANSIENT_DATABASE_ERRORS):
+        return None
     if isinstance(exc, DomainError):
-        return Response({"detail": exc.message, **exc.body_extras()}, status=exc.status)
+        response = Response({"detail": exc.message, **exc.body_extras()}, status=exc.status)
+        if isinstance(exc, ServiceUnavailable):
+            response["Retry-After"] = str(settings.RETRY_AFTER_SECONDS)
+        return response
     if isinstance(exc, exceptions.ParseError):
         return Response(
             {"detail": f"invalid JSON body: {exc.detail}"}, status=HTTPStatus.UNPROCESSABLE_ENTITY

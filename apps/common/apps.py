@@ -4,3 +4,19 @@ from django.apps import AppConfig
 class CommonConfig(AppConfig):
     name = "apps.common"
     verbose_name = "Common"
+
+    def ready(self) -> None:
+        from django.core.checks import Tags, register
+        from django.core.signals import got_request_exception, request_finished
+
+        from apps.common import checks
+        from apps.common.capacity import mark_database_unavailable
+        from apps.common.json_logging import clear_request_id
+
+        register(checks.shared_cache_for_workers, Tags.caches)
+        register(checks.metrics_across_workers, "mirror")
+        register(checks.default_worker_count, Tags.caches, deploy=True)
+        got_request_exception.connect(
+            mark_database_unavailable, dispatch_uid="mirror.database_unavailable"
+        )
+        request_finished.connect(clear_request_id, dispatch_uid="mirror.clear_request_id")

@@ -50,3 +50,11 @@ class InvalidJson(DomainError):
 class Forbidden(DomainError):
     status = HTTPStatus.FORBIDDEN
     code = "forbidden"
+
+
+class ServiceUnavailable(DomainError):
+    """The service is briefly at capacity (database unreachable or slow, too many requests
+    in flight). Always answered with a short ``Retry-After``; never a 500."""
+
+    status = HTTPStatus.SERVICE_UNAVAILABLE
+    code = "over_capacity"

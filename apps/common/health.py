@@ -1,11 +1,21 @@
-"""Liveness: answers without touching the database, so a load balancer can poll it cheaply."""
+"""Liveness and readiness probes, unauthenticated and cheap.
+
+``/healthz`` answers without touching the database, so a supervisor can poll it to learn
+that the process is alive. ``/readyz`` checks what serving needs (database, cache,
+migrations) so a load balancer or orchestrator sends traffic only to ready instances.
+"""
 
 from __future__ import annotations
 
+from http import HTTPStatus
+
+from django.conf import settings
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from apps.common.readiness import readiness
 
 
 class HealthzApi(APIView):
@@ -14,3 +24,20 @@ class HealthzApi(APIView):
 
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
+
+
+class ReadyzApi(APIView):
+    """200 ``{"status": "ready", "checks"}``; 503 with ``Retry-After`` naming the failure."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        result = readiness()
+        if result.ready:
+            return Response({"status": "ready", "checks": result.checks})
+        return Response(
+            {"status": "unavailable", "checks": result.checks, "failed": result.failed},
+            status=HTTPStatus.SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(settings.RETRY_AFTER_SECONDS)},
+        )

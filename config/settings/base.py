@@ -15,9 +15,12 @@ from config.env import (
     env_bool,
     env_choice,
     env_int,
+    env_ip_networks,
     env_list,
+    env_log_level,
     env_str,
     parse_database_url,
+    with_postgres_timeouts,
 )
 
 # Lets admin/forms classes be subscripted for type checking (ModelAdmin[Org]).
@@ -48,6 +51,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: request id and the access line cover every answer, 503s included.
+    "apps.common.request_log.RequestLogMiddleware",
+    "apps.common.capacity.DatabaseUnavailableMiddleware",
+    "apps.common.capacity.ConcurrencyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -80,6 +87,16 @@ DATABASES = {"default": parse_database_url(DATABASE_URL, base_dir=BASE_DIR)}
 # receipt push path. SQLite ignores it.
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A statement running longer than this is cancelled by PostgreSQL and answered 503 (0: no
+# limit; run long maintenance commands such as migrate with DB_STATEMENT_TIMEOUT_MS=0).
+DB_STATEMENT_TIMEOUT_MS = env_int("DB_STATEMENT_TIMEOUT_MS", 5000)
+DB_CONNECT_TIMEOUT_SECONDS = env_int("DB_CONNECT_TIMEOUT_SECONDS", 5)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["OPTIONS"] = with_postgres_timeouts(
+        DATABASES["default"].get("OPTIONS", {}),
+        statement_timeout_ms=DB_STATEMENT_TIMEOUT_MS,
+        connect_timeout_seconds=DB_CONNECT_TIMEOUT_SECONDS,
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -146,9 +163,28 @@ SIMPLE_JWT = {
     "UPDATE_LAST_LOGIN": False,
 }
 
+# Operations: capacity, probes, metrics, logs.
+# Requests in flight per process before answering 503 at once (0: no ceiling).
+MAX_CONCURRENT_REQUESTS = env_int("MAX_CONCURRENT_REQUESTS", 0)
+# Retry-After on 503 (database briefly unavailable, at capacity, not ready).
+RETRY_AFTER_SECONDS = env_int("RETRY_AFTER_SECONDS", 2, minimum=1)
+# gunicorn workers as deploy/gunicorn.conf.py reads them; 0: unset (one per core).
+WEB_WORKERS = env_int("GUNICORN_WORKERS", env_int("WEB_CONCURRENCY", 0))
+METRICS_ENABLED = env_bool("METRICS_ENABLED", False)
+METRICS_ALLOWED_IPS = env_ip_networks("METRICS_ALLOWED_IPS", ["127.0.0.1", "::1"])
+
+LOG_LEVEL = env_log_level("LOG_LEVEL", "INFO")
+# One JSON object per line on stdout; lines written while serving carry the request id.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "formatters": {"json": {"()": "apps.common.json_logging.JsonFormatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stdout",
+            "formatter": "json",
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
 }

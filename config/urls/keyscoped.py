@@ -3,13 +3,16 @@
 from django.contrib import admin
 from django.urls import path
 
-from apps.common.health import HealthzApi
+from apps.common.health import HealthzApi, ReadyzApi
+from apps.common.metrics import metrics_view
 from apps.receipts.apis import ReceiptPushApi
 from apps.tenancy.apis import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", HealthzApi.as_view(), name="healthz"),
+    path("readyz", ReadyzApi.as_view(), name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("v1/receipts", ReceiptPushApi.as_view(), name="receipt-push"),
     path("v1/console/token", ConsoleTokenObtainApi.as_view(), name="console-token"),
     path(

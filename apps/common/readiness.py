@@ -1,0 +1,85 @@
+"""Readiness: can this process serve requests now? Database, cache and migrations.
+
+Each check is cheap: one ``SELECT 1``, one cache set and get, and the migration plan,
+which is computed only until it first comes out empty (migrations are never un-applied
+under a running process, so the positive answer is kept for the life of the process).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.core.cache import cache
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
+
+logger = logging.getLogger(__name__)
+
+OK = "ok"
+FAILED = "failed"
+PENDING = "pending"
+SKIPPED = "skipped"
+
+_migrations_applied = False
+
+
+@dataclass(frozen=True)
+class Readiness:
+    checks: dict[str, str]
+
+    @property
+    def ready(self) -> bool:
+        return all(state == OK for state in self.checks.values())
+
+    @property
+    def failed(self) -> list[str]:
+        return [name for name, state in self.checks.items() if state != OK]
+
+
+def _database() -> str:
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return OK
+
+
+def _cache() -> str:
+    # A key of its own per probe: workers probing at once must not read each other's value.
+    key, value = f"mirror:readyz:{uuid.uuid4().hex}", uuid.uuid4().hex
+    cache.set(key, value, timeout=10)
+    return OK if cache.get(key) == value else FAILED
+
+
+def _migrations() -> str:
+    global _migrations_applied
+    if _migrations_applied:
+        return OK
+    executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        return PENDING
+    _migrations_applied = True
+    return OK
+
+
+def forget_migrations_state() -> None:
+    """Drop the kept positive migrations answer (tests)."""
+    global _migrations_applied
+    _migrations_applied = False
+
+
+def _run(name: str, check: Callable[[], str]) -> str:
+    try:
+        return check()
+    except Exception:  # any failure means not ready; the probe itself must answer
+        logger.warning("readiness check %s failed", name, exc_info=True)
+        return FAILED
+
+
+def readiness() -> Readiness:
+    checks = {"database": _run("database", _database), "cache": _run("cache", _cache)}
+    # Without a database the migration plan cannot be read.
+    checks["migrations"] = _run("migrations", _migrations) if checks["database"] == OK else SKIPPED
+    return Readiness(checks=checks)
