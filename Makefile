@@ -32,7 +32,7 @@ checks: $(VENV)/.installed
 	DJANGO_SETTINGS_MODULE=config.settings.production \
 	DJANGO_SECRET_KEY=check-deploy-$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))') \
 	ALLOWED_HOSTS=mirror.example.com \
-	$(PY) manage.py check --deploy --fail-level WARNING
+	$(PY) manage.py check --deploy --database default --fail-level WARNING
 
 pytest: $(VENV)/.installed
 	$(VENV)/bin/pytest

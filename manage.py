@@ -7,6 +7,10 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    # Commands are operator tools and see every org's rows; the development server serves
+    # requests, which see only their own org's (row-level security on PostgreSQL).
+    serving = sys.argv[1:2] == ["runserver"]
+    os.environ.setdefault("ORG_CONTEXT_DEFAULT", "none" if serving else "all")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -41,6 +43,40 @@ def api_client() -> APIClient:
     return APIClient()
 
 
+@pytest.fixture
+def push(cast: Cast, api_client: APIClient) -> Any:
+    """Pushes receipts to POST /v1/receipts with acme's key (see tests/receipts/conftest)."""
+    from tests.receipts.conftest import Pusher
+
+    return Pusher(api_client, cast.acme_key.secret)
+
+
+@pytest.fixture
+def globex_push(cast: Cast) -> Any:
+    from tests.receipts.conftest import Pusher
+
+    return Pusher(APIClient(), cast.globex_key.secret)
+
+
+@pytest.fixture
+def dashboard(cast: Cast) -> Any:
+    """``dashboard("manager")``: an APIClient carrying acme-manager's session JWT."""
+    from django.contrib.auth import get_user_model
+
+    from apps.tenancy.console_tokens import console_tokens_issue
+    from apps.tenancy.org_context import activate_default
+
+    def client_for(role: str, org_slug: str = "acme", username: str | None = None) -> APIClient:
+        user = get_user_model().objects.get(username=username or f"{org_slug}-{role}")
+        tokens = console_tokens_issue(user=user, org_slug=org_slug)
+        activate_default()  # issuing resolved the org context; test code sees every org
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens.access}")
+        return client
+
+    return client_for
+
+
 def is_postgres() -> bool:
     return connection.vendor == "postgresql"
 
@@ -55,3 +91,67 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+# --- Row-level security: the suite runs as the application role ------------------------
+#
+# When MIGRATION_DATABASE_URL names another role than DATABASE_URL (CI does), the test
+# database is created and migrated as that owner role, exactly as `manage.py migrate`
+# would, and every test then connects as the ordinary application role that row-level
+# security applies to. Locally, with one role, nothing is swapped.
+
+_CREDENTIALS = ("USER", "PASSWORD", "HOST", "PORT")
+
+
+def _owner_differs() -> bool:
+    from django.conf import settings
+
+    default = settings.DATABASES["default"]
+    owner = settings.MIGRATION_DATABASE
+    return default["ENGINE"].endswith("postgresql") and owner.get("USER") not in (
+        None,
+        "",
+        default.get("USER"),
+    )
+
+
+_app_credentials: dict[str, object] = {}
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    from django.conf import settings
+    from django.db import connections
+
+    if not _owner_differs():
+        return
+    default = connections["default"]
+    _app_credentials.update({name: default.settings_dict.get(name) for name in _CREDENTIALS})
+    default.close()
+    default.settings_dict.update(
+        {name: settings.MIGRATION_DATABASE.get(name) for name in _CREDENTIALS}
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _connect_as_application_role(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    from django.db import connections
+
+    if not _app_credentials:
+        yield
+        return
+    default = connections["default"]
+    owner_credentials = {name: default.settings_dict.get(name) for name in _CREDENTIALS}
+    with django_db_blocker.unblock():
+        from apps.common.management.commands.migrate import grant_application_role
+
+        role = str(_app_credentials["USER"])
+        grant_application_role(default, role)
+        with default.cursor() as cursor:  # pytest-django empties tables between some tests
+            cursor.execute(f"GRANT TRUNCATE ON ALL TABLES IN SCHEMA public TO {role}")
+        default.close()
+        default.settings_dict.update(_app_credentials)
+    yield
+    with django_db_blocker.unblock():
+        default.close()
+        default.settings_dict.update(owner_credentials)

@@ -17,6 +17,8 @@ from rest_framework_simplejwt.tokens import Token
 
 from apps.tenancy.console_tokens import ORG_CLAIM
 from apps.tenancy.models import ApiKey, Membership, Org, Role
+from apps.tenancy.org_context import activate_orgs
+from apps.tenancy.selectors import member_org_id
 from apps.tenancy.services import api_key_authenticate
 
 
@@ -99,11 +101,17 @@ class ConsoleJwtAuthentication(JWTAuthentication):
         if raw_token is None:
             return None
         token = self.get_validated_token(raw_token)
+        org_id = member_org_id(
+            user_id=token.get(api_settings.USER_ID_CLAIM), org_slug=token.get(ORG_CLAIM)
+        )
+        if org_id is None:
+            raise AuthenticationFailed("no active membership behind this session token")
+        activate_orgs([org_id])
         membership = (
             Membership.objects.select_related("org", "user")
             .filter(
                 user_id=token.get(api_settings.USER_ID_CLAIM),
-                org__slug=token.get(ORG_CLAIM),
+                org_id=org_id,
                 user__is_active=True,
             )
             .first()

@@ -17,7 +17,9 @@ from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from apps.common.errors import DomainError
-from apps.tenancy.models import Membership, Org
+from apps.tenancy.models import Membership
+from apps.tenancy.org_context import activate_orgs
+from apps.tenancy.selectors import member_org_id
 
 ORG_CLAIM = "org"
 ROLE_CLAIM = "role"
@@ -49,12 +51,24 @@ def _pair_for(membership: Membership) -> ConsoleTokens:
     )
 
 
-def console_tokens_issue(*, user: AbstractBaseUser, org: Org) -> ConsoleTokens:
-    membership = (
-        Membership.objects.select_related("user", "org").filter(user_id=user.pk, org=org).first()
+def _membership(*, user_id: object, org_slug: object) -> Membership | None:
+    """The active membership, resolved before any org context exists (row-level security),
+    then read inside its org's context."""
+    org_id = member_org_id(user_id=user_id, org_slug=org_slug)
+    if org_id is None:
+        return None
+    activate_orgs([org_id])
+    return (
+        Membership.objects.select_related("user", "org")
+        .filter(user_id=int(str(user_id)), org_id=org_id, user__is_active=True)
+        .first()
     )
-    if membership is None or not user.is_active:
-        raise ConsoleTokenRefused(f"{user.get_username()} is not a member of {org.slug}")
+
+
+def console_tokens_issue(*, user: AbstractBaseUser, org_slug: str) -> ConsoleTokens:
+    membership = _membership(user_id=user.pk, org_slug=org_slug)
+    if membership is None:
+        raise ConsoleTokenRefused(f"{user.get_username()} is not a member of {org_slug}")
     return _pair_for(membership)
 
 
@@ -64,11 +78,7 @@ def console_tokens_refresh(*, refresh: str) -> ConsoleTokens:
         token = RefreshToken(refresh)  # type: ignore[arg-type]
     except TokenError as error:
         raise ConsoleTokenRefused(f"refresh token refused: {error}") from error
-    membership = (
-        Membership.objects.select_related("user", "org")
-        .filter(user_id=token.get("user_id"), org__slug=token.get(ORG_CLAIM), user__is_active=True)
-        .first()
-    )
+    membership = _membership(user_id=token.get("user_id"), org_slug=token.get(ORG_CLAIM))
     if membership is None:
         raise ConsoleTokenRefused("the membership behind this token no longer exists")
     return _pair_for(membership)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from apps.common.errors import NotFound
-from apps.tenancy.models import ApiKey, Org
+from apps.tenancy.models import ApiKey, Membership, Org
 
 
 def org_get(*, slug: str) -> Org:
@@ -17,3 +18,28 @@ def org_get(*, slug: str) -> Org:
 
 def api_key_list(*, org: Org) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(org=org).order_by("created_at", "prefix")
+
+
+def member_org_id(*, user_id: object, org_slug: object) -> int | None:
+    """The id of the org ``org_slug`` if ``user_id`` is a member of it (any role), else None.
+
+    Resolved before any org context exists, so on PostgreSQL it goes through the
+    SECURITY DEFINER resolver of tenancy's RLS migration.
+    """
+    if not isinstance(user_id, int | str) or not isinstance(org_slug, str):
+        return None
+    try:
+        user_pk = int(user_id)
+    except ValueError:
+        return None
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT mirror_member_org(%s, %s)", [user_pk, org_slug])
+            row = cursor.fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+    org_id = (
+        Membership.objects.filter(user_id=user_pk, org__slug=org_slug)
+        .values_list("org_id", flat=True)
+        .first()
+    )
+    return org_id

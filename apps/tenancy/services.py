@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.common.errors import InvalidInput, NotFound
 from apps.tenancy.models import ApiKey, Membership, Org, Plan, Role, Scope
+from apps.tenancy.org_context import activate_orgs
 
 # Issued keys look like ``hk_3f9a1c2b7d4e_<43 url-safe characters>``: the first
 # KEY_PREFIX_LENGTH characters are the public lookup prefix.
@@ -102,9 +103,15 @@ def _aware(value: datetime | str | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+# On PostgreSQL the key's org is not known yet, so row-level security would hide the row:
+# the lookup goes through the SECURITY DEFINER resolver of tenancy's RLS migration.
+_KEY_LOOKUP_RESOLVER = "SELECT * FROM mirror_api_key_lookup(%s)"
+
+
 def _api_key_by_prefix(prefix: str) -> ApiKey | None:
+    lookup = _KEY_LOOKUP_RESOLVER if connection.vendor == "postgresql" else _KEY_LOOKUP
     with connection.cursor() as cursor:
-        cursor.execute(_KEY_LOOKUP, [prefix])
+        cursor.execute(lookup, [prefix])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -124,7 +131,10 @@ def _api_key_by_prefix(prefix: str) -> ApiKey | None:
 
 
 def api_key_authenticate(*, presented: str) -> ApiKey | None:
-    """The active key matching ``presented``, or None. One indexed lookup by prefix."""
+    """The active key matching ``presented``, or None. One indexed lookup by prefix.
+
+    A match also limits the database session to the key's org (row-level security).
+    """
     if len(presented) <= KEY_PREFIX_LENGTH or not presented.startswith(KEY_PREFIX_TAG):
         return None
     api_key = _api_key_by_prefix(presented[:KEY_PREFIX_LENGTH])
@@ -132,6 +142,7 @@ def api_key_authenticate(*, presented: str) -> ApiKey | None:
         return None
     if api_key.revoked_at is not None:
         return None
+    activate_orgs([api_key.org.pk])
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)

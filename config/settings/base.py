@@ -48,6 +48,9 @@ INSTALLED_APPS = [
     "apps.common",
     "apps.tenancy",
     "apps.receipts",
+    "apps.policy",
+    "apps.audit",
+    "apps.analytics",
 ]
 
 MIDDLEWARE = [
@@ -61,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "apps.tenancy.middleware.ConsoleOrgContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -97,6 +101,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         statement_timeout_ms=DB_STATEMENT_TIMEOUT_MS,
         connect_timeout_seconds=DB_CONNECT_TIMEOUT_SECONDS,
     )
+# Migrations run as the owner of the tables (``manage.py migrate`` switches to it); the
+# application connects as an ordinary role that row-level security applies to.
+MIGRATION_DATABASE_URL = env_str("MIGRATION_DATABASE_URL") or DATABASE_URL
+MIGRATION_DATABASE = parse_database_url(MIGRATION_DATABASE_URL, base_dir=BASE_DIR)
+DATABASE_APP_ROLE = str(DATABASES["default"].get("USER") or "")
+DATABASE_ROUTERS = ["apps.common.db_routers.VendorRouter"]
+# Row-level security default of a connection between requests: "none" (web workers: no
+# org's rows) or "all" (operators: management commands). manage.py sets it per command.
+ORG_CONTEXT_DEFAULT = env_choice("ORG_CONTEXT_DEFAULT", "none", ("none", "all"))
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -152,6 +165,12 @@ MONTHLY_RECEIPT_CAPS = {
 # Largest request body accepted on receipt routes; larger answers 413.
 RECEIPT_MAX_BODY_BYTES = env_int("RECEIPT_MAX_BODY_BYTES", 1_048_576, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = RECEIPT_MAX_BODY_BYTES
+
+# Policy deploys: the largest TOML accepted (characters), and the policy preview's replay
+# window (days) and the most receipts it replays per call.
+POLICY_MAX_TOML_CHARS = env_int("POLICY_MAX_TOML_CHARS", 262_144, minimum=1024)
+POLICY_PREVIEW_MAX_DAYS = env_int("POLICY_PREVIEW_MAX_DAYS", 90, minimum=1)
+POLICY_PREVIEW_MAX_RECEIPTS = env_int("POLICY_PREVIEW_MAX_RECEIPTS", 10_000, minimum=1)
 
 # Dashboard-plane session JWTs (console members). Short access lifetime: a downgraded
 # member's refresh re-reads the membership.

@@ -3,8 +3,10 @@
 from django.contrib import admin
 from django.urls import path
 
+from apps.audit.apis import AuditChainApi
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
+from apps.policy.apis import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.receipts.apis import ReceiptPushApi
 from apps.tenancy.apis import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
 
@@ -14,6 +16,10 @@ urlpatterns = [
     path("readyz", ReadyzApi.as_view(), name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     path("v1/receipts", ReceiptPushApi.as_view(), name="receipt-push"),
+    path("v1/policy/pull", PolicyPullApi.as_view(), name="policy-pull"),
+    path("v1/policy", PolicyDeployApi.as_view(), name="policy-deploy"),
+    path("v1/policy/preview", PolicyPreviewApi.as_view(), name="policy-preview"),
+    path("v1/audit/chain", AuditChainApi.as_view(), name="audit-chain"),
     path("v1/console/token", ConsoleTokenObtainApi.as_view(), name="console-token"),
     path(
         "v1/console/token/refresh", ConsoleTokenRefreshApi.as_view(), name="console-token-refresh"

@@ -36,13 +36,3 @@ class Pusher:
         text = receipt if isinstance(receipt, str) else as_text(receipt)
         suffix = "" if supersedes is None else f',"supersedes_action_hash":{json.dumps(supersedes)}'
         return self.raw('{"receipt":' + text + suffix + "}")
-
-
-@pytest.fixture
-def push(cast, api_client) -> Pusher:
-    return Pusher(api_client, cast.acme_key.secret)
-
-
-@pytest.fixture
-def globex_push(cast) -> Pusher:
-    return Pusher(APIClient(), cast.globex_key.secret)

@@ -23,7 +23,7 @@ def bearer(token):
 
 
 def test_an_auditor_token_reaches_an_auditor_endpoint(cast, api_client):
-    tokens = console_tokens_issue(user=user("acme-auditor"), org=cast.acme)
+    tokens = console_tokens_issue(user=user("acme-auditor"), org_slug="acme")
     response = api_client.get("/v1/dashboard-probe", **bearer(tokens.access))
     assert response.status_code == HTTPStatus.OK
     assert response.json() == {"org": "acme", "role": "auditor"}
@@ -31,12 +31,12 @@ def test_an_auditor_token_reaches_an_auditor_endpoint(cast, api_client):
 
 @pytest.mark.parametrize("role", ["auditor", "manager", "owner"])
 def test_higher_roles_pass_too(cast, api_client, role):
-    tokens = console_tokens_issue(user=user(f"acme-{role}"), org=cast.acme)
+    tokens = console_tokens_issue(user=user(f"acme-{role}"), org_slug="acme")
     assert api_client.get("/v1/dashboard-probe", **bearer(tokens.access)).status_code == 200
 
 
 def test_a_role_below_the_endpoints_is_403(cast, api_client):
-    tokens = console_tokens_issue(user=user("acme-viewer"), org=cast.acme)
+    tokens = console_tokens_issue(user=user("acme-viewer"), org_slug="acme")
     response = api_client.get("/v1/dashboard-probe", **bearer(tokens.access))
     assert response.status_code == HTTPStatus.FORBIDDEN
     assert response.json() == {"detail": "this endpoint needs the auditor role or higher"}
@@ -54,19 +54,19 @@ def test_an_api_key_never_authenticates_the_dashboard(cast, api_client):
 
 
 def test_a_session_jwt_never_authenticates_the_sdk_plane(cast, api_client):
-    tokens = console_tokens_issue(user=user("acme-owner"), org=cast.acme)
+    tokens = console_tokens_issue(user=user("acme-owner"), org_slug="acme")
     response = api_client.get("/v1/whoami", **bearer(tokens.access))
     assert response.status_code == HTTPStatus.UNAUTHORIZED
 
 
 def test_a_refresh_token_is_not_an_access_token(cast, api_client):
-    tokens = console_tokens_issue(user=user("acme-owner"), org=cast.acme)
+    tokens = console_tokens_issue(user=user("acme-owner"), org_slug="acme")
     response = api_client.get("/v1/dashboard-probe", **bearer(tokens.refresh))
     assert response.status_code == HTTPStatus.UNAUTHORIZED
 
 
 def test_a_removed_member_loses_access(cast, api_client):
-    tokens = console_tokens_issue(user=user("acme-manager"), org=cast.acme)
+    tokens = console_tokens_issue(user=user("acme-manager"), org_slug="acme")
     Membership.objects.filter(user__username="acme-manager").delete()
     response = api_client.get("/v1/dashboard-probe", **bearer(tokens.access))
     assert response.status_code == HTTPStatus.UNAUTHORIZED
@@ -78,7 +78,7 @@ def test_a_removed_member_loses_access(cast, api_client):
 
 
 def test_refresh_carries_the_current_role(cast, api_client):
-    tokens = console_tokens_issue(user=user("acme-manager"), org=cast.acme)
+    tokens = console_tokens_issue(user=user("acme-manager"), org_slug="acme")
     Membership.objects.filter(user__username="acme-manager").update(role="viewer")
     refreshed = api_client.post(
         "/v1/console/token/refresh", {"refresh": tokens.refresh}, format="json"

@@ -1,0 +1,1 @@
+"""Headline governance counters from the mirror and the approval queue."""

@@ -1,0 +1,1 @@
+"""The org mirror chain as auditors read it: paginated windows, newest first."""

@@ -1,0 +1,47 @@
+"""Named refusals of policy deploys (keyscoped-profile.md, POST /v1/policy)."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from apps.common.errors import DomainError, NotFound
+
+
+class PolicyParseRejected(DomainError):
+    """The TOML or the rule model does not parse (422)."""
+
+    status = HTTPStatus.UNPROCESSABLE_ENTITY
+    code = "policy_parse_error"
+
+    def body_extras(self) -> dict[str, object]:
+        return {"result": "parse_error"}
+
+
+class PolicyFloorBypass(DomainError):
+    """A rule would let a dangerous verb run without a human (409)."""
+
+    code = "policy_floor_bypass"
+
+    def __init__(self, message: str, rule_id: str | None) -> None:
+        super().__init__(message)
+        self.rule_id = rule_id
+
+    def body_extras(self) -> dict[str, object]:
+        return {"result": "floor_bypass", "rule_id": self.rule_id}
+
+
+class PolicyPinMismatch(DomainError):
+    """``expected_policy_hash`` is no longer the active pin (409, optimistic concurrency)."""
+
+    code = "policy_pin_mismatch"
+
+    def __init__(self, message: str, active_policy_hash: str) -> None:
+        super().__init__(message)
+        self.active_policy_hash = active_policy_hash
+
+    def body_extras(self) -> dict[str, object]:
+        return {"active_policy_hash": self.active_policy_hash}
+
+
+class PolicyNotFound(NotFound):
+    code = "policy_not_found"

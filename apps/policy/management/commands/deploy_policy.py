@@ -1,0 +1,43 @@
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from apps.common.commands import json_line, run_service
+from apps.policy.management.commands.check_policy import read_policy_file
+from apps.policy.models import DeployChannel
+from apps.policy.services import policy_deploy
+from apps.tenancy.selectors import org_get
+
+
+class Command(BaseCommand):
+    help = "Validate and activate a policy TOML file for an org (same rules as POST /v1/policy)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("org_slug")
+        parser.add_argument("file", help="path to the policy TOML")
+        parser.add_argument(
+            "--expected-hash",
+            help="refuse unless this is the active policy_hash (optimistic concurrency)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        org = run_service(lambda: org_get(slug=options["org_slug"]))
+        toml = read_policy_file(options["file"])
+        version = run_service(
+            lambda: policy_deploy(
+                org=org,
+                toml=toml,
+                expected_policy_hash=options["expected_hash"],
+                channel=DeployChannel.COMMAND,
+            )
+        )
+        self.stdout.write(
+            json_line(
+                {
+                    "org": org.slug,
+                    "policy_id": version.policy_id,
+                    "policy_hash": version.policy_hash,
+                    "rules": version.rule_count,
+                }
+            )
+        )

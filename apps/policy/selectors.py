@@ -1,0 +1,69 @@
+"""Reads of deployed policy; every read takes the org explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from apps.policy.models import PolicyDeployment, PolicyHead, PolicyVersion
+from apps.policy.rules import EMPTY_POLICY_TOML, policy_hash, policy_id_for_hash
+from apps.tenancy.models import Org
+
+EMPTY_POLICY_HASH = policy_hash(EMPTY_POLICY_TOML)
+EMPTY_POLICY_ID = policy_id_for_hash(EMPTY_POLICY_HASH)
+
+
+@dataclass(frozen=True)
+class ActivePolicy:
+    """What the SDK pins: the active text with its id and hash (server.md §7).
+
+    ``version`` is None for the fail-safe pin of an org that never deployed a policy: the
+    empty TOML, under which every action routes to a human (policy.md §6).
+    """
+
+    policy_id: str
+    policy_hash: str
+    toml: str
+    activated_at: datetime | None
+    version: PolicyVersion | None
+
+    @property
+    def is_fail_safe(self) -> bool:
+        return self.version is None
+
+
+FAIL_SAFE = ActivePolicy(
+    policy_id=EMPTY_POLICY_ID,
+    policy_hash=EMPTY_POLICY_HASH,
+    toml=EMPTY_POLICY_TOML,
+    activated_at=None,
+    version=None,
+)
+
+
+def policy_active(*, org: Org) -> ActivePolicy:
+    """The org's active pin, or the fail-safe pin; one query."""
+    head = PolicyHead.objects.select_related("version").filter(org=org).first()
+    if head is None or head.version is None:
+        return FAIL_SAFE
+    version = head.version
+    return ActivePolicy(
+        policy_id=version.policy_id,
+        policy_hash=version.policy_hash,
+        toml=version.toml,
+        activated_at=head.activated_at,
+        version=version,
+    )
+
+
+def policy_history(*, org: Org, limit: int = 50) -> list[PolicyDeployment]:
+    """The org's deployments, newest first, with their versions and deployers."""
+    return list(
+        PolicyDeployment.objects.filter(org=org)
+        .select_related("version", "previous_version", "deployed_by")
+        .order_by("-deployed_at", "-id")[:limit]
+    )
+
+
+def policy_version_get(*, org: Org, policy_id: str) -> PolicyVersion | None:
+    return PolicyVersion.objects.filter(org=org, policy_id=policy_id).first()

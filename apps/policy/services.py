@@ -1,0 +1,78 @@
+"""The one write path for policy: ``policy_deploy`` (API, console and command alike)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from apps.policy.errors import PolicyFloorBypass, PolicyParseRejected, PolicyPinMismatch
+from apps.policy.models import DeployChannel, PolicyDeployment, PolicyHead, PolicyVersion
+from apps.policy.rules import Policy, load_policy, policy_hash, policy_id_for_hash
+from apps.policy.selectors import EMPTY_POLICY_HASH
+from apps.tenancy.models import Org
+
+
+def policy_validate(*, toml: str) -> Policy:
+    """Parse and floor-check ``toml`` exactly as sent; raise the deploy refusal on failure."""
+    loaded = load_policy(toml)
+    if loaded.result == "parse_error":
+        raise PolicyParseRejected(f"policy does not parse: {loaded.detail}")
+    if loaded.result == "floor_bypass":
+        raise PolicyFloorBypass(f"dangerous-lane floor: {loaded.detail}", rule_id=loaded.rule_id)
+    assert loaded.policy is not None
+    return loaded.policy
+
+
+def policy_deploy(
+    *,
+    org: Org,
+    toml: str,
+    expected_policy_hash: str | None = None,
+    deployed_by: User | None = None,
+    channel: DeployChannel = DeployChannel.API,
+) -> PolicyVersion:
+    """Validate, then activate ``toml`` for ``org``; return the (possibly existing) version.
+
+    Validation happens before any write. The org's ``PolicyHead`` row is locked for the
+    pin comparison and the switch, so of concurrent deploys expecting the same hash exactly
+    one wins and the others get ``PolicyPinMismatch``. Deploying the active text again is a
+    no-op that returns the active version (no history row); deploying an older text
+    re-activates its version under its old id and records the deployment.
+    """
+    policy = policy_validate(toml=toml)
+    new_hash = policy_hash(toml)
+    with transaction.atomic():
+        PolicyHead.objects.bulk_create([PolicyHead(org=org)], ignore_conflicts=True)
+        head = PolicyHead.objects.select_for_update().get(org=org)
+        active_version = PolicyVersion.objects.get(pk=head.version_id) if head.version_id else None
+        active_hash = active_version.policy_hash if active_version else EMPTY_POLICY_HASH
+        if expected_policy_hash is not None and expected_policy_hash != active_hash:
+            raise PolicyPinMismatch(
+                "expected_policy_hash is not the active pin: the policy changed since you read it",
+                active_policy_hash=active_hash,
+            )
+        if active_version is not None and active_version.policy_hash == new_hash:
+            return active_version
+        version, _ = PolicyVersion.objects.get_or_create(
+            org=org,
+            policy_hash=new_hash,
+            defaults={
+                "policy_id": policy_id_for_hash(new_hash),
+                "toml": toml,
+                "rule_count": len(policy.rules),
+            },
+        )
+        now = timezone.now()
+        head.version = version
+        head.activated_at = now
+        head.save(update_fields=["version", "activated_at"])
+        PolicyDeployment.objects.create(
+            org=org,
+            version=version,
+            previous_version=active_version,
+            deployed_by=deployed_by,
+            channel=channel,
+            deployed_at=now,
+        )
+    return version

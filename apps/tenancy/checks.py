@@ -1,0 +1,63 @@
+"""Deployment invariants of tenancy, as Django system checks with stable ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags
+from django.core.checks import register as register_check
+from django.db import connections
+
+
+def role_problems(*, is_superuser: bool, bypasses_rls: bool, role: str) -> list[CheckMessage]:
+    """Why the application role cannot be trusted with row-level security, if it can't."""
+    problems: list[CheckMessage] = []
+    if is_superuser:
+        problems.append(
+            Error(
+                f"the application connects to PostgreSQL as {role!r}, a superuser: row-level "
+                "security does not apply to it",
+                hint="Connect DATABASE_URL as an ordinary role; run migrations as the owner "
+                "through MIGRATION_DATABASE_URL (see deploy/postgres-roles.sql).",
+                id="mirror.E001",
+            )
+        )
+    if bypasses_rls:
+        problems.append(
+            Error(
+                f"the application role {role!r} has BYPASSRLS: tenants would not be isolated",
+                hint=f"ALTER ROLE {role} NOBYPASSRLS",
+                id="mirror.E002",
+            )
+        )
+    return problems
+
+
+def check_application_role(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """On PostgreSQL, the role of ``DATABASE_URL`` must be subject to row-level security.
+
+    A database check: it runs with ``manage.py check --database default`` (and on migrate).
+    """
+    if not databases or "default" not in databases:
+        return []
+    connection = connections["default"]
+    if connection.vendor != "postgresql":
+        return []
+    # The role DATABASE_URL names (kept apart: ``migrate`` briefly connects as the owner),
+    # or the session's own when the URL names none.
+    app_role = settings.DATABASE_APP_ROLE or None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT rolname, rolsuper, rolbypassrls FROM pg_roles "
+            "WHERE rolname = COALESCE(%s, session_user)",
+            [app_role],
+        )
+        role, is_superuser, bypasses_rls = cursor.fetchone()
+    return role_problems(is_superuser=is_superuser, bypasses_rls=bypasses_rls, role=role)
+
+
+def register() -> None:
+    register_check(check_application_role, Tags.database)
