@@ -11,7 +11,7 @@ class CommonConfig(AppConfig):
 
         from apps.common import checks
         from apps.common.capacity import mark_database_unavailable
-        from apps.common.json_logging import clear_request_id
+        from apps.common.json_logging import clear_request_id, install_request_id_on_records
 
         register(checks.shared_cache_for_workers, Tags.caches)
         register(checks.metrics_across_workers, "mirror")
@@ -20,3 +20,4 @@ class CommonConfig(AppConfig):
             mark_database_unavailable, dispatch_uid="mirror.database_unavailable"
         )
         request_finished.connect(clear_request_id, dispatch_uid="mirror.clear_request_id")
+        install_request_id_on_records()

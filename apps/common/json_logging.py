@@ -35,9 +35,30 @@ def clear_request_id(**_: object) -> None:
     _request_id.set(None)
 
 
+def install_request_id_on_records() -> None:
+    """Stamp the current request id on every LogRecord when it is created.
+
+    A handler may format a record later or elsewhere (a queue, pytest's caplog), after the
+    request is over; the id must be the one current when the line was written.
+    """
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "stamps_request_id", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if not hasattr(record, "request_id"):
+            record.request_id = _request_id.get()
+        return record
+
+    factory.stamps_request_id = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
+
+
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
-_RECORD_ATTRIBUTES = frozenset(
-    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
+_SKIPPED = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()
+    | {"message", "asctime", "request_id"}
 )
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -60,7 +81,7 @@ class JsonFormatter(logging.Formatter):
         if request_id:
             payload["request_id"] = request_id
         for key, value in record.__dict__.items():
-            if key in _RECORD_ATTRIBUTES or key.startswith("_") or key in payload:
+            if key in _SKIPPED or key.startswith("_") or key in payload:
                 continue
             if isinstance(value, _PLAIN) or (
                 isinstance(value, list | tuple | dict) and _is_plain(value)
