@@ -10,6 +10,7 @@ from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.approvals.services import approval_open_for_suspended, is_suspended
 from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.http import read_json_body
@@ -106,6 +107,8 @@ class ReceiptPushApi(KeyScopedSdkApi):
                 },
                 status=refusal.status,
             )
+        if outcome.appended and trust_level == "L0" and is_suspended(receipt.content):
+            approval_open_for_suspended(org=principal.org, action_hash=outcome.action_hash)
         return Response(
             {
                 "status": "appended" if outcome.appended else "duplicate",

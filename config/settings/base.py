@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "apps.tenancy",
     "apps.receipts",
     "apps.policy",
+    "apps.approvals",
     "apps.audit",
     "apps.analytics",
 ]

@@ -3,6 +3,13 @@
 from django.contrib import admin
 from django.urls import path
 
+from apps.approvals.apis import (
+    ApprovalAssemblyApi,
+    ApprovalDetailApi,
+    ApprovalOpenApi,
+    ApprovalSubmitTokenApi,
+    ApproverKeyRegisterApi,
+)
 from apps.audit.apis import AuditChainApi
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
@@ -19,6 +26,23 @@ urlpatterns = [
     path("v1/policy/pull", PolicyPullApi.as_view(), name="policy-pull"),
     path("v1/policy", PolicyDeployApi.as_view(), name="policy-deploy"),
     path("v1/policy/preview", PolicyPreviewApi.as_view(), name="policy-preview"),
+    path("v1/approvals", ApprovalOpenApi.as_view(), name="approval-open"),
+    path("v1/approvals/<str:action_hash>", ApprovalDetailApi.as_view(), name="approval-detail"),
+    path(
+        "v1/approvals/<str:action_hash>/submit-token",
+        ApprovalSubmitTokenApi.as_view(),
+        name="approval-submit-token",
+    ),
+    path(
+        "v1/approvals/<str:action_hash>/assembly",
+        ApprovalAssemblyApi.as_view(),
+        name="approval-assembly",
+    ),
+    path(
+        "v1/orgs/register-approver-pubkey",
+        ApproverKeyRegisterApi.as_view(),
+        name="approver-key-register",
+    ),
     path("v1/audit/chain", AuditChainApi.as_view(), name="audit-chain"),
     path("v1/console/token", ConsoleTokenObtainApi.as_view(), name="console-token"),
     path(

@@ -1,0 +1,139 @@
+"""Human approvals: approver keys, approvals keyed by the suspended action, votes, history.
+
+One ``Approval`` per (org, ``action_hash``). Its roster is frozen when it opens
+(server.md §6); every vote and transition is written in the transaction that locks the
+approval row, so concurrent votes never lose or double-count and the threshold-crossing
+vote resolves it exactly once.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from apps.tenancy.models import Org
+
+
+class ApproverKey(models.Model):
+    """An approver's Ed25519 public key (canonical padded base64 of 32 bytes)."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    key_id = models.CharField(max_length=100)
+    public_key = models.CharField(max_length=44)
+    label = models.CharField(max_length=200, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_via = models.CharField(max_length=16, default="command")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "key_id"], name="approver_key_org_id"),
+            models.UniqueConstraint(fields=["org", "public_key"], name="approver_key_org_pub"),
+        ]
+        ordering = ["org_id", "key_id"]
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def __str__(self) -> str:
+        return f"{self.key_id} ({self.public_key[:10]}…)"
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    EXPIRED = "expired", "Expired"  # team-path only: past expiresAt with nobody deciding
+
+
+class Approval(models.Model):
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    approval_id = models.CharField(max_length=40, unique=True)
+    action_hash = models.CharField(max_length=64)
+    status = models.CharField(
+        max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    )
+    threshold = models.PositiveIntegerField(default=1)
+    roster = models.JSONField(default=list)  # sorted b64 keys, frozen at open
+    rule_id = models.CharField(max_length=200, blank=True, default="")
+    workflow = models.CharField(max_length=200, blank=True, default="")
+    account = models.CharField(max_length=200, blank=True, default="")
+    # The suspended receipt's content as JSON text (from the mirror, or the first vote).
+    suspended_content = models.TextField(blank=True, default="")
+    approved_count = models.PositiveIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    on_timeout = models.CharField(max_length=16, blank=True, default="")
+    # "escalated" or "auto_approve_refused" once the expiry passed without a decision.
+    flag = models.CharField(max_length=32, blank=True, default="")
+    # Team-path: digest of the one-time approver-page token; opaque routing hint.
+    access_token_digest = models.CharField(max_length=64, blank=True, default="")
+    routing_hint = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "action_hash"], name="approval_org_action")
+        ]
+        indexes = [
+            models.Index(fields=["org", "status", "created_at"], name="approval_org_status"),
+            models.Index(
+                fields=["expires_at"],
+                name="approval_pending_expiry",
+                condition=models.Q(status="pending"),
+            ),
+        ]
+        ordering = ["-created_at"]
+
+    @property
+    def lane(self) -> str:
+        """``single`` (approvals.md §5 payload) or ``quorum`` (§6), fixed at open."""
+        return "single" if self.threshold == 1 else "quorum"
+
+    def __str__(self) -> str:
+        return f"{self.approval_id} {self.status}"
+
+
+class VoteDecision(models.TextChoices):
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+
+
+class ApprovalVote(models.Model):
+    """One verified approval token; the nonce is unique service-wide (replay protection)."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="votes")
+    approver_key = models.ForeignKey(ApproverKey, on_delete=models.PROTECT, related_name="+")
+    approver_public_key = models.CharField(max_length=44)
+    decision = models.CharField(max_length=16, choices=VoteDecision.choices)
+    nonce = models.CharField(max_length=64, unique=True)
+    # The approver's leg, stored verbatim (approvals.md §8): record text and co-signature.
+    record = models.TextField(blank=True, default="")
+    co_sig_b64 = models.CharField(max_length=100, blank=True, default="")
+    voted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "approver_public_key"], name="approval_vote_once_per_key"
+            )
+        ]
+        ordering = ["voted_at", "id"]
+
+
+class ApprovalEvent(models.Model):
+    """The approval's history: opened, each vote, resolution, expiry, flags."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32)
+    detail = models.JSONField(default=dict)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["at", "id"]
