@@ -29,7 +29,7 @@ from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from apps.common import metrics
 from apps.common.errors import ServiceUnavailable
-from apps.common.responses import error_response
+from apps.common.responses import error_response, logged_already
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def unavailable_response(message: str) -> JsonResponse:
         status=ServiceUnavailable.status, code=ServiceUnavailable.code, message=message
     )
     response["Retry-After"] = str(settings.RETRY_AFTER_SECONDS)
-    return response
+    return logged_already(response)
 
 
 def _database_unavailable_response() -> JsonResponse:

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.readiness import readiness
+from apps.common.responses import logged_already
 
 
 class HealthzApi(APIView):
@@ -36,8 +37,11 @@ class ReadyzApi(APIView):
         result = readiness()
         if result.ready:
             return Response({"status": "ready", "checks": result.checks})
-        return Response(
-            {"status": "unavailable", "checks": result.checks, "failed": result.failed},
-            status=HTTPStatus.SERVICE_UNAVAILABLE,
-            headers={"Retry-After": str(settings.RETRY_AFTER_SECONDS)},
+        # Each failing check was logged at WARNING with its cause.
+        return logged_already(
+            Response(
+                {"status": "unavailable", "checks": result.checks, "failed": result.failed},
+                status=HTTPStatus.SERVICE_UNAVAILABLE,
+                headers={"Retry-After": str(settings.RETRY_AFTER_SECONDS)},
+            )
         )

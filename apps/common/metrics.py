@@ -13,7 +13,6 @@ writes every worker's values to files in that directory and ``/metrics`` sums th
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
 from functools import lru_cache
 from http import HTTPStatus
@@ -33,7 +32,10 @@ from prometheus_client import (
 
 from apps.common.responses import error_response
 
-logger = logging.getLogger(__name__)
+# prometheus-client writes into this directory as soon as a metric exists; a management
+# command run before gunicorn created it (migrate in the systemd unit) must not fail.
+if _multiproc_dir := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.makedirs(_multiproc_dir, exist_ok=True)
 
 RECEIPT_PUSH_ROUTE = "receipt-push"
 UNMATCHED_ROUTE = "unmatched"

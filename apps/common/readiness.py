@@ -58,7 +58,9 @@ def _migrations() -> str:
     if _migrations_applied:
         return OK
     executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
-    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+    pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if pending:
+        logger.warning("readiness: %d migrations not applied yet", len(pending))
         return PENDING
     _migrations_applied = True
     return OK

@@ -115,6 +115,8 @@ class TestDatabaseUnavailable:
         assert record.levelname == "WARNING"
         assert record.exc_info is not None
         assert record.request_id == "db-down-1"
+        # Not logged a second time, louder, by Django's handler of 5xx answers.
+        assert not [r for r in caplog.records if r.name == "django.request"]
 
     def test_other_errors_stay_500(self):
         response = APIClient(raise_request_exception=False).get("/test/plain-bug")

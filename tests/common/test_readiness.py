@@ -108,3 +108,11 @@ def test_a_failing_check_is_logged_not_raised(caplog):
         result = readiness.readiness()
     assert not result.ready
     assert any("readiness check database failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_503_is_logged_once_at_warning_not_again_at_error(api_client, caplog):
+    with mock.patch.object(MigrationExecutor, "migration_plan", return_value=[("0002", False)]):
+        assert api_client.get("/readyz").status_code == HTTPStatus.SERVICE_UNAVAILABLE
+    assert [r.levelname for r in caplog.records if r.name.startswith(("apps", "django"))] == [
+        "WARNING"
+    ]

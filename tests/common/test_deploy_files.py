@@ -1,0 +1,170 @@
+"""The deploy files agree with the settings and with each other."""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+import runpy
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from config.settings import base
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+NGINX = (DEPLOY / "nginx.conf").read_text()
+COMPOSE = (DEPLOY / "compose.yaml").read_text()
+UNIT = (DEPLOY / "mirror.service").read_text()
+DOCKERFILE = (DEPLOY / "Dockerfile").read_text()
+
+
+def nginx_size(value: str) -> int:
+    units = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+    number, unit = re.fullmatch(r"(\d+)([kmg]?)", value.lower()).groups()  # type: ignore[union-attr]
+    return int(number) * units[unit]
+
+
+def nginx_seconds(directive: str) -> int:
+    (value,) = re.findall(rf"^\s*{directive}\s+(\d+)s;", NGINX, re.M)
+    return int(value)
+
+
+def gunicorn_config(monkeypatch, **env: str) -> dict:
+    for name in ("GUNICORN_WORKERS", "WEB_CONCURRENCY", "PROMETHEUS_MULTIPROC_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
+
+
+class TestNginx:
+    def test_the_body_limit_matches_receipt_max_body_bytes(self):
+        (limit,) = re.findall(r"client_max_body_size\s+(\w+);", NGINX)
+        assert nginx_size(limit) == base.RECEIPT_MAX_BODY_BYTES
+        assert f"larger than {base.RECEIPT_MAX_BODY_BYTES} bytes" in NGINX
+
+    @pytest.mark.parametrize(
+        "header",
+        [
+            "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+            "proxy_set_header X-Forwarded-Proto $scheme;",
+            "proxy_set_header X-Request-ID $mirror_request_id;",
+            "proxy_set_header Host $host;",
+        ],
+    )
+    def test_it_forwards_what_the_service_reads(self, header):
+        assert header in NGINX
+
+    def test_a_client_request_id_passes_through_and_nginx_fills_in_a_missing_one(self):
+        assert re.search(
+            r"map \$http_x_request_id \$mirror_request_id \{\s*default \$http_x_request_id;"
+            r'\s*""\s+\$request_id;',
+            NGINX,
+        )
+
+    def test_tls_is_terminated_and_plain_http_redirected(self):
+        assert "listen 443 ssl;" in NGINX
+        assert "ssl_protocols TLSv1.2 TLSv1.3;" in NGINX
+        assert "return 301 https://$host$request_uri;" in NGINX
+
+    def test_metrics_are_not_served_through_the_proxy(self):
+        assert re.search(r"location = /metrics \{\s*return 404;\s*\}", NGINX)
+
+    def test_nginx_waits_longer_than_gunicorn(self, monkeypatch):
+        timeout = gunicorn_config(monkeypatch)["timeout"]
+        assert nginx_seconds("proxy_read_timeout") > timeout
+
+
+class TestGunicorn:
+    def test_sync_workers_one_per_core_by_default(self, monkeypatch):
+        config = gunicorn_config(monkeypatch)
+        assert config["worker_class"] == "sync"
+        assert config["workers"] == multiprocessing.cpu_count()
+
+    def test_gunicorn_workers_then_web_concurrency_set_the_count(self, monkeypatch):
+        assert gunicorn_config(monkeypatch, WEB_CONCURRENCY="5")["workers"] == 5
+        assert (
+            gunicorn_config(monkeypatch, WEB_CONCURRENCY="5", GUNICORN_WORKERS="3")["workers"] == 3
+        )
+
+    def test_timeouts_nest_statement_then_worker_then_graceful(self, monkeypatch):
+        config = gunicorn_config(monkeypatch)
+        assert config["timeout"] > base.DB_STATEMENT_TIMEOUT_MS / 1000
+        assert config["graceful_timeout"] < 30  # TimeoutStopSec and stop_grace_period
+
+    def test_its_own_access_log_is_json_and_off_by_default(self, monkeypatch):
+        import json
+
+        config = gunicorn_config(monkeypatch)
+        assert config["accesslog"] is None
+        sample = config["access_log_format"] % {
+            "h": "127.0.0.1",
+            "m": "GET",
+            "U": "/healthz",
+            "s": "200",
+            "B": "15",
+            "M": "1",
+            "{x-request-id}o": "abc",
+        }
+        assert json.loads(sample)["request_id"] == "abc"
+        assert config["logconfig_dict"]["formatters"]["json"]["()"] == (
+            "apps.common.json_logging.JsonFormatter"
+        )
+
+    def test_the_multiprocess_directory_is_emptied_at_start_of_metric_files_only(
+        self, monkeypatch, tmp_path
+    ):
+        (tmp_path / "counter_1.db").write_bytes(b"")
+        (tmp_path / "keep.txt").write_text("not ours")
+        config = gunicorn_config(monkeypatch, PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+        config["on_starting"](None)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+    def test_an_exited_worker_is_marked_dead(self, monkeypatch, tmp_path):
+        (tmp_path / "gauge_livesum_4242.db").write_bytes(b"")
+        config = gunicorn_config(monkeypatch, PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+        config["child_exit"](None, type("Worker", (), {"pid": 4242})())
+        assert not (tmp_path / "gauge_livesum_4242.db").exists()
+
+
+class TestCompose:
+    def test_the_mirror_is_healthy_when_readyz_answers(self):
+        assert 'test: ["CMD", "python", "deploy/healthcheck.py"]' in COMPOSE
+        assert '"/readyz"' in (DEPLOY / "healthcheck.py").read_text()
+
+    def test_it_runs_postgresql_and_redis_and_waits_for_both(self):
+        assert "image: postgres:" in COMPOSE
+        assert "image: redis:" in COMPOSE
+        assert "postgres: {condition: service_healthy}" in COMPOSE
+        assert "redis: {condition: service_healthy}" in COMPOSE
+
+    def test_several_workers_get_the_shared_cache(self):
+        (redis_url,) = re.findall(r"REDIS_URL: (\S+)", COMPOSE)
+        assert urlsplit(redis_url).hostname == "redis"
+        assert re.search(r"GUNICORN_WORKERS: \$\{GUNICORN_WORKERS:-\d+\}", COMPOSE)
+
+    def test_metrics_across_workers_have_a_directory(self):
+        assert "PROMETHEUS_MULTIPROC_DIR:" in COMPOSE
+
+
+class TestStartup:
+    def test_migrations_run_without_the_statement_timeout(self):
+        assert "DB_STATEMENT_TIMEOUT_MS=0 /opt/mirror/.venv/bin/python manage.py migrate" in UNIT
+        assert "DB_STATEMENT_TIMEOUT_MS=0 python manage.py migrate" in DOCKERFILE
+
+    def test_the_unit_gives_the_multiprocess_directory_a_writable_home(self):
+        assert "RuntimeDirectory=mirror" in UNIT
+        assert "Environment=PROMETHEUS_MULTIPROC_DIR=/run/mirror/prometheus" in UNIT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_container_healthcheck_passes_against_a_ready_service(live_server, monkeypatch):
+    healthcheck = runpy.run_path(str(DEPLOY / "healthcheck.py"))
+    port = urlsplit(live_server.url).port
+    monkeypatch.setenv("GUNICORN_BIND", f"0.0.0.0:{port}")
+    monkeypatch.setenv("ALLOWED_HOSTS", ".localhost,mirror.example.com")
+    assert healthcheck["allowed_host"]() == "localhost"
+    assert healthcheck["main"]() == 0
+    monkeypatch.setenv("GUNICORN_BIND", "127.0.0.1:1")
+    assert healthcheck["main"]() == 1
