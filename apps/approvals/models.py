@@ -35,12 +35,12 @@ class ApproverKey(models.Model):
         ]
         ordering = ["org_id", "key_id"]
 
+    def __str__(self) -> str:
+        return f"{self.key_id} ({self.public_key[:10]}…)"
+
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
-
-    def __str__(self) -> str:
-        return f"{self.key_id} ({self.public_key[:10]}…)"
 
 
 class ApprovalStatus(models.TextChoices):
@@ -89,13 +89,13 @@ class Approval(models.Model):
         ]
         ordering = ["-created_at"]
 
+    def __str__(self) -> str:
+        return f"{self.approval_id} {self.status}"
+
     @property
     def lane(self) -> str:
         """``single`` (approvals.md §5 payload) or ``quorum`` (§6), fixed at open."""
         return "single" if self.threshold == 1 else "quorum"
-
-    def __str__(self) -> str:
-        return f"{self.approval_id} {self.status}"
 
 
 class VoteDecision(models.TextChoices):
@@ -125,6 +125,9 @@ class ApprovalVote(models.Model):
         ]
         ordering = ["voted_at", "id"]
 
+    def __str__(self) -> str:
+        return f"{self.approver_public_key[:10]}… {self.decision}"
+
 
 class ApprovalEvent(models.Model):
     """The approval's history: opened, each vote, resolution, expiry, flags."""
@@ -137,3 +140,6 @@ class ApprovalEvent(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -10,6 +10,7 @@ from django.conf import settings
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.analytics.services import refusal_record
 from apps.approvals.services import approval_open_for_suspended, is_suspended
 from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
@@ -88,7 +89,14 @@ class ReceiptPushApi(KeyScopedSdkApi):
         principal = sdk_principal(request)
         body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
         push = parse_push_body(body)
-        receipt, trust_level = verified_receipt(push.receipt)
+        try:
+            receipt, trust_level = verified_receipt(push.receipt)
+        except ReceiptRejected as refusal:
+            refusal_record(org=principal.org, kind=refusal.kind)
+            raise
+        except ReceiptMalformed:
+            refusal_record(org=principal.org, kind="Malformed")
+            raise
         try:
             outcome = receipt_append(
                 org=principal.org,

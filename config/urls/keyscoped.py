@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import path
 
+from apps.analytics.apis import AnalyticsApi
 from apps.approvals.apis import (
     ApprovalAssemblyApi,
     ApprovalDetailApi,
@@ -43,6 +44,7 @@ urlpatterns = [
         ApproverKeyRegisterApi.as_view(),
         name="approver-key-register",
     ),
+    path("v1/analytics", AnalyticsApi.as_view(), name="analytics"),
     path("v1/audit/chain", AuditChainApi.as_view(), name="audit-chain"),
     path("v1/console/token", ConsoleTokenObtainApi.as_view(), name="console-token"),
     path(

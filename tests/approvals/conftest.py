@@ -49,8 +49,8 @@ class Approver:
 
     def record(self, decision: str = "approved") -> str:
         return (
-            '{"decision":"%s","approver_identity":"%s","reason":"ok","decided_at":'
-            '"2026-11-22T10:00:00Z"}' % (decision, self.public)
+            f'{{"decision":"{decision}","approver_identity":"{self.public}","reason":"ok",'
+            '"decided_at":"2026-11-22T10:00:00Z"}'
         )
 
     def leg(

@@ -1,0 +1,196 @@
+"""Headline counters for the dashboard: every number from the org's own rows.
+
+Each counter costs at most one indexed query (the receipt series share one), so the
+dashboard can call this on every load.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Q
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from apps.analytics.models import RefusalCount
+from apps.approvals.models import Approval, ApprovalStatus
+from apps.policy.models import PolicyHead
+from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.tenancy.models import Org
+
+SPARK_DAYS = 30
+
+
+@dataclass(frozen=True)
+class StatCounter:
+    key: str
+    label: str
+    value: int | float | None
+    display: str
+    spark: list[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "label": self.label,
+            "value": self.value,
+            "display": self.display,
+            "spark": self.spark,
+        }
+
+
+def _days(today: date) -> list[date]:
+    return [today - timedelta(days=offset) for offset in range(SPARK_DAYS - 1, -1, -1)]
+
+
+def _series(rows: dict[date, int], days: list[date]) -> list[int]:
+    return [int(rows.get(day, 0)) for day in days]
+
+
+def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCounter]:
+    now = now or timezone.now()
+    days = _days(now.date())
+    since = datetime.combine(days[0], datetime.min.time(), tzinfo=now.tzinfo)
+
+    head = MirrorHead.objects.filter(org=org).values_list("size", "month", "month_count").first()
+    size, month, month_count = head or (0, "", 0)
+    this_month = month_count if month == now.strftime("%Y-%m") else 0
+    cap = org.effective_monthly_receipt_cap
+
+    daily = (
+        MirrorEntry.objects.filter(org=org, received_at__gte=since)
+        .annotate(day=TruncDate("received_at"))
+        .values("day")
+        .annotate(
+            total=Count("id"),
+            l1=Count("id", filter=Q(trust_level="L1")),
+            supersedes=Count("id", filter=~Q(supersedes_action_hash="")),
+        )
+    )
+    by_day = {row["day"]: row for row in daily}
+    receipts_spark = _series({d: r["total"] for d, r in by_day.items()}, days)
+    l1_spark = _series({d: r["l1"] for d, r in by_day.items()}, days)
+    supersede_spark = _series({d: r["supersedes"] for d, r in by_day.items()}, days)
+
+    l1_total = MirrorEntry.objects.filter(org=org, trust_level="L1").count()
+    supersedes_total = (
+        MirrorEntry.objects.filter(org=org).exclude(supersedes_action_hash="").count()
+    )
+
+    refusals = list(RefusalCount.objects.filter(org=org).values_list("day", "kind", "count"))
+    refusal_total = sum(count for _, _, count in refusals)
+    by_kind: dict[str, int] = {}
+    refusal_days: dict[date, int] = {}
+    for day, kind, count in refusals:
+        by_kind[kind] = by_kind.get(kind, 0) + count
+        refusal_days[day] = refusal_days.get(day, 0) + count
+    kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(by_kind.items()))
+
+    approvals = Approval.objects.filter(org=org).aggregate(
+        pending=Count("id", filter=Q(status=ApprovalStatus.PENDING)),
+        approved=Count("id", filter=Q(status=ApprovalStatus.APPROVED)),
+        rejected=Count("id", filter=Q(status=ApprovalStatus.REJECTED)),
+    )
+    opened_daily = dict(
+        Approval.objects.filter(org=org, created_at__gte=since)
+        .annotate(day=TruncDate("created_at"))
+        .values_list("day")
+        .annotate(n=Count("id"))
+    )
+    resolved = list(
+        Approval.objects.filter(
+            org=org,
+            status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED],
+            resolved_at__gte=since,
+        ).values_list("created_at", "resolved_at")
+    )
+    durations = [(done - opened).total_seconds() for opened, done in resolved]
+    median = statistics.median(durations) if durations else None
+    resolved_days: dict[date, int] = {}
+    approved_days: dict[date, int] = {}
+    rejected_days: dict[date, int] = {}
+    for status, done in Approval.objects.filter(org=org, resolved_at__gte=since).values_list(
+        "status", "resolved_at"
+    ):
+        target = approved_days if status == ApprovalStatus.APPROVED else rejected_days
+        target[done.date()] = target.get(done.date(), 0) + 1
+        resolved_days[done.date()] = resolved_days.get(done.date(), 0) + 1
+
+    activated = PolicyHead.objects.filter(org=org).values_list("activated_at", flat=True).first()
+    policy_age = (now - activated).days if activated else None
+
+    return [
+        StatCounter("receipts_total", "Receipts mirrored", size, f"{size:,}", receipts_spark),
+        StatCounter(
+            "receipts_month",
+            "Receipts this month",
+            this_month,
+            f"{this_month:,} / {cap:,} ({100 * this_month / cap:.1f}% of quota)"
+            if cap
+            else f"{this_month:,} / 0",
+            receipts_spark,
+        ),
+        StatCounter("receipts_l1", "Human-approved (L1)", l1_total, f"{l1_total:,}", l1_spark),
+        StatCounter(
+            "refusals",
+            f"Refused pushes ({kinds})" if kinds else "Refused pushes",
+            refusal_total,
+            f"{refusal_total:,}",
+            _series(refusal_days, days),
+        ),
+        StatCounter(
+            "supersedes",
+            "Superseded by L1",
+            supersedes_total,
+            f"{supersedes_total:,}",
+            supersede_spark,
+        ),  # fmt: skip
+        StatCounter(
+            "approvals_pending",
+            "Approvals pending",
+            approvals["pending"],
+            f"{approvals['pending']:,}",
+            _series(opened_daily, days),
+        ),  # fmt: skip
+        StatCounter(
+            "approvals_approved",
+            "Approvals approved",
+            approvals["approved"],
+            f"{approvals['approved']:,}",
+            _series(approved_days, days),
+        ),  # fmt: skip
+        StatCounter(
+            "approvals_rejected",
+            "Approvals rejected",
+            approvals["rejected"],
+            f"{approvals['rejected']:,}",
+            _series(rejected_days, days),
+        ),  # fmt: skip
+        StatCounter(
+            "approval_median_seconds",
+            "Median time to decision (30 days)",
+            median,
+            _duration(median),
+            _series(resolved_days, days),
+        ),
+        StatCounter(
+            "policy_age_days",
+            "Days since the active policy was deployed",
+            policy_age,
+            f"{policy_age} d" if policy_age is not None else "no policy (fail-safe pin)",
+            [],
+        ),
+    ]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "no decisions yet"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
