@@ -107,7 +107,7 @@ def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCou
             resolved_at__gte=since,
         ).values_list("created_at", "resolved_at")
     )
-    durations = [(done - opened).total_seconds() for opened, done in resolved]
+    durations = [(done - opened).total_seconds() for opened, done in resolved if done]
     median = statistics.median(durations) if durations else None
     resolved_days: dict[date, int] = {}
     approved_days: dict[date, int] = {}
@@ -115,6 +115,8 @@ def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCou
     for status, done in Approval.objects.filter(org=org, resolved_at__gte=since).values_list(
         "status", "resolved_at"
     ):
+        if done is None:
+            continue
         target = approved_days if status == ApprovalStatus.APPROVED else rejected_days
         target[done.date()] = target.get(done.date(), 0) + 1
         resolved_days[done.date()] = resolved_days.get(done.date(), 0) + 1
@@ -147,28 +149,28 @@ def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCou
             supersedes_total,
             f"{supersedes_total:,}",
             supersede_spark,
-        ),  # fmt: skip
+        ),
         StatCounter(
             "approvals_pending",
             "Approvals pending",
             approvals["pending"],
             f"{approvals['pending']:,}",
             _series(opened_daily, days),
-        ),  # fmt: skip
+        ),
         StatCounter(
             "approvals_approved",
             "Approvals approved",
             approvals["approved"],
             f"{approvals['approved']:,}",
             _series(approved_days, days),
-        ),  # fmt: skip
+        ),
         StatCounter(
             "approvals_rejected",
             "Approvals rejected",
             approvals["rejected"],
             f"{approvals['rejected']:,}",
             _series(rejected_days, days),
-        ),  # fmt: skip
+        ),
         StatCounter(
             "approval_median_seconds",
             "Median time to decision (30 days)",

@@ -12,7 +12,7 @@ from apps.approvals.models import Approval
 from apps.approvals.services import approval_open
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
-from tests.approvals.conftest import approvers, suspended_receipt  # noqa: F401 (fixture)
+from tests.approvals.conftest import suspended_receipt
 from tests.receipts.factories import Agent
 
 KEYS = {

@@ -1,0 +1,1 @@
+from tests.approvals.conftest import approvers  # noqa: F401 (shared fixture)
