@@ -65,7 +65,7 @@ def test_deploy_policy_checks_the_expected_hash(cast, tmp_path) -> None:
 
 
 def test_deploy_policy_refuses_a_floor_bypass_and_an_unknown_org(cast, tmp_path) -> None:
-    with pytest.raises(CommandError, match="pay.allow"):
+    with pytest.raises(CommandError, match=r"pay\.allow"):
         call_command("deploy_policy", "acme", _file(tmp_path, FLOOR_BYPASS))
     with pytest.raises(CommandError, match="no org"):
         call_command("deploy_policy", "nope", _file(tmp_path, ALLOW_SEARCH))
