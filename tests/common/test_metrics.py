@@ -164,3 +164,11 @@ def test_with_a_multiprocess_directory_the_view_sums_every_worker(
     ]
     totals = [s.value for s in family.samples if s.labels.get("profile") == "teampath"]
     assert totals == [6.0]
+
+
+def test_disabled_on_the_team_path_profile_it_is_its_404(api_client, settings):
+    settings.API_PROFILE = "teampath"
+    settings.ROOT_URLCONF = "config.urls.teampath"
+    response = api_client.get("/metrics")
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    assert response.json()["error"] == "not_found"

@@ -116,3 +116,10 @@ def test_a_503_is_logged_once_at_warning_not_again_at_error(api_client, caplog):
     assert [r.levelname for r in caplog.records if r.name.startswith(("apps", "django"))] == [
         "WARNING"
     ]
+
+
+def test_the_team_path_profile_serves_both_probes(api_client, settings):
+    settings.API_PROFILE = "teampath"
+    settings.ROOT_URLCONF = "config.urls.teampath"
+    assert api_client.get("/healthz").json() == {"status": "ok"}
+    assert api_client.get("/readyz").json()["status"] == "ready"
