@@ -20,38 +20,11 @@ def rule_toml(rule_id: str, verb: str, decision: str, extra: str = "") -> str:
     )
 
 
-ALLOW_SEARCH = """\
-[[rule]]
-id = "search.allow"
-order = 10
-enabled = true
-subject = { kind = "any" }
-verb = "tool_call"
-scope = "*"
-decision = "allow"
-"""
+ALLOW_SEARCH = rule_toml("search.allow", "tool_call", "allow")
 
-BLOCK_SEARCH = """\
-[[rule]]
-id = "search.block"
-order = 10
-enabled = true
-subject = { kind = "any" }
-verb = "tool_call"
-scope = "*"
-decision = "block"
-"""
+BLOCK_SEARCH = rule_toml("search.block", "tool_call", "block")
 
-FLOOR_BYPASS = """\
-[[rule]]
-id = "pay.allow"
-order = 10
-enabled = true
-subject = { kind = "any" }
-verb = "payment"
-scope = "*"
-decision = "allow"
-"""
+FLOOR_BYPASS = rule_toml("pay.allow", "payment", "allow")
 
 
 def sdk(secret: str) -> APIClient:
@@ -238,7 +211,3 @@ def test_the_empty_toml_can_be_deployed_explicitly(cast, dashboard) -> None:
 def test_a_deploy_in_one_org_never_touches_another(cast, dashboard) -> None:
     dashboard("manager").post("/v1/policy", {"toml": ALLOW_SEARCH}, format="json")
     assert policy_active(org=cast.globex).is_fail_safe
-
-
-def test_rule_toml_builds_the_same_text_as_the_fixtures() -> None:
-    assert rule_toml("search.allow", "tool_call", "allow") == ALLOW_SEARCH
