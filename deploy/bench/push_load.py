@@ -194,6 +194,12 @@ def worker_pids(master: int) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/mirror_bench")
+    parser.add_argument(
+        "--owner-url",
+        default=None,
+        help="the table owner for migrations (default: --database-url); pass it with an "
+        "ordinary --database-url role to measure under row-level security",
+    )
     parser.add_argument("--levels", default="1,8,32")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--orgs", type=int, default=32, help="orgs in the many-orgs runs")
@@ -202,8 +208,10 @@ def main() -> None:
     parser.add_argument("--kill-worker", action="store_true")
     args = parser.parse_args()
 
+    owner_url = args.owner_url or args.database_url
     env = env_for(args.database_url, args.port, args.workers)
-    fresh_database(args.database_url)
+    env["MIGRATION_DATABASE_URL"] = owner_url
+    fresh_database(owner_url)
     manage(env, "migrate", "--noinput")
     keys = setup_orgs(env, args.orgs)
     levels = [int(level) for level in args.levels.split(",")]
