@@ -1,4 +1,5 @@
-"""The one write path into the mirror: ``receipt_append``.
+"""The one write path into the mirror: ``receipt_append`` (and ``receipt_append_batch``,
+the same append for several receipts under one lock).
 
 Verification (the slow part, Ed25519 and BLAKE3) is done by the caller before this runs;
 here everything happens inside one transaction that holds the org's ``MirrorHead`` row
@@ -9,11 +10,13 @@ receipt pushed concurrently twice is stored once.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from apps.receipts.append_sql import (
@@ -60,68 +63,156 @@ def receipt_append(
     digest = receipt_digest(receipt.stored_text)
     now = timezone.now()
     with transaction.atomic(), connection.cursor() as cursor:
+        head = _locked_head(cursor, org)
+        outcome, _ = _append_locked(
+            cursor,
+            org=org,
+            head=head,
+            receipt=receipt,
+            digest=digest,
+            trust_level=trust_level,
+            supersedes_action_hash=supersedes_action_hash,
+            api_key=api_key,
+            now=now,
+        )
+    return outcome
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One verified receipt of a batch, with the trust level its verification derived."""
+
+    receipt: DecodedReceipt
+    trust_level: str
+
+
+BatchResult = AppendOutcome | ChainConstraint | QuotaExceeded
+
+
+def receipt_append_batch(
+    *, org: Org, items: Sequence[BatchItem], api_key: ApiKey | None = None
+) -> list[BatchResult]:
+    """Append verified receipts in order under ONE head lock: one result per item.
+
+    Each item goes through exactly the single-append logic (duplicate, session continuity,
+    quota), so an item refused by the chain or the quota does not stop the others; its
+    refusal is returned in its place. The entries appended by one batch are contiguous in
+    the org's chain, in the order of ``items``. A receipt given twice is a duplicate the
+    second time. The refusals are raised before anything is written for that item, so
+    the transaction stays usable after one.
+    """
+    if not items:
+        return []
+    digests = [receipt_digest(item.receipt.stored_text) for item in items]
+    now = timezone.now()
+    results: list[BatchResult] = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        head = _locked_head(cursor, org)
+        for item, digest in zip(items, digests, strict=True):
+            try:
+                outcome, head = _append_locked(
+                    cursor,
+                    org=org,
+                    head=head,
+                    receipt=item.receipt,
+                    digest=digest,
+                    trust_level=item.trust_level,
+                    supersedes_action_hash=None,
+                    api_key=api_key,
+                    now=now,
+                )
+            except (ChainConstraint, QuotaExceeded) as refusal:
+                results.append(refusal)
+            else:
+                results.append(outcome)
+    return results
+
+
+def _locked_head(cursor: CursorWrapper, org: Org) -> LockedHead:
+    """Lock the org's head row, creating it for the org's first append."""
+    head = lock_head(cursor, org_id=org.pk)
+    if head is None:
+        create_head(cursor, org_id=org.pk)
         head = lock_head(cursor, org_id=org.pk)
-        if head is None:
-            create_head(cursor, org_id=org.pk)
-            head = lock_head(cursor, org_id=org.pk)
-            assert head is not None
-        has_block = bool(receipt.session_id) and receipt.seq is not None
-        related = related_entries(
-            cursor,
-            org_id=org.pk,
-            action_hash=receipt.action_hash,
-            session_id=receipt.session_id if has_block else None,
-            session_seq=receipt.seq if has_block else None,
+        assert head is not None
+    return head
+
+
+def _append_locked(
+    cursor: CursorWrapper,
+    *,
+    org: Org,
+    head: LockedHead,
+    receipt: DecodedReceipt,
+    digest: str,
+    trust_level: str,
+    supersedes_action_hash: str | None,
+    api_key: ApiKey | None,
+    now: datetime,
+) -> tuple[AppendOutcome, LockedHead]:
+    """The append itself, run while the org's head row is locked: the outcome and the head
+    after it (unchanged for a duplicate)."""
+    has_block = bool(receipt.session_id) and receipt.seq is not None
+    related = related_entries(
+        cursor,
+        org_id=org.pk,
+        action_hash=receipt.action_hash,
+        session_id=receipt.session_id if has_block else None,
+        session_seq=receipt.seq if has_block else None,
+    )
+    existing = next((e for e in related if e.action_hash == receipt.action_hash), None)
+    if existing is not None:
+        duplicate = AppendOutcome(
+            seq=existing.seq, action_hash=existing.action_hash, appended=False
         )
-        existing = next((e for e in related if e.action_hash == receipt.action_hash), None)
-        if existing is not None:
-            return AppendOutcome(seq=existing.seq, action_hash=existing.action_hash, appended=False)
-        target = None
-        if supersedes_action_hash:
-            target = _supersede_target(org, receipt, trust_level, supersedes_action_hash)
-        if has_block:
-            _check_session_continuity(receipt, related, target)
-        month, month_count = _count_against_quota(org, head, now)
-        seq = head.size + 1
-        entry_chain_hash = chain_hash(
-            prev_chain_hash=head.head,
-            seq=seq,
-            action_hash=receipt.action_hash,
-            receipt_digest_hex=digest,
-            supersedes_action_hash=supersedes_action_hash or "",
-        )
-        content = receipt.content
-        insert_and_advance(
-            cursor,
-            org_id=org.pk,
-            entry={
-                "org_id": org.pk,
-                "seq": seq,
-                "action_hash": receipt.action_hash,
-                "receipt": receipt.stored_text,
-                "receipt_digest": digest,
-                "kind": receipt.kind,
-                "trust_level": trust_level,
-                "supersedes_action_hash": supersedes_action_hash or "",
-                "prev_chain_hash": head.head,
-                "chain_hash": entry_chain_hash,
-                "received_at": now,
-                "api_key_id": api_key.pk if api_key else None,
-                "session_id": receipt.session_id or "",
-                "session_seq": receipt.seq if receipt.session_id else None,
-                "link_hash": link_hash(content),
-                "operator_key": receipt.operator_public_key or "",
-                "agent_identity": content["agent_identity"],
-                "workflow": content["action"]["workflow"],
-                "verb": content["action"]["verb"],
-                "decision_path": content["policy"]["decision_path"],
-                "rule_id": content["policy"]["rule_id"],
-            },
-            head=LockedHead(size=seq, head=entry_chain_hash, month=month, month_count=month_count),
-        )  # fmt: skip
-        if target is not None:
-            MirrorEntry.objects.filter(pk=target.pk).update(superseded_by=receipt.action_hash)
-    return AppendOutcome(seq=seq, action_hash=receipt.action_hash, appended=True)
+        return duplicate, head
+    target = None
+    if supersedes_action_hash:
+        target = _supersede_target(org, receipt, trust_level, supersedes_action_hash)
+    if has_block:
+        _check_session_continuity(receipt, related, target)
+    month, month_count = _count_against_quota(org, head, now)
+    seq = head.size + 1
+    entry_chain_hash = chain_hash(
+        prev_chain_hash=head.head,
+        seq=seq,
+        action_hash=receipt.action_hash,
+        receipt_digest_hex=digest,
+        supersedes_action_hash=supersedes_action_hash or "",
+    )
+    content = receipt.content
+    advanced = LockedHead(size=seq, head=entry_chain_hash, month=month, month_count=month_count)
+    insert_and_advance(
+        cursor,
+        org_id=org.pk,
+        entry={
+            "org_id": org.pk,
+            "seq": seq,
+            "action_hash": receipt.action_hash,
+            "receipt": receipt.stored_text,
+            "receipt_digest": digest,
+            "kind": receipt.kind,
+            "trust_level": trust_level,
+            "supersedes_action_hash": supersedes_action_hash or "",
+            "prev_chain_hash": head.head,
+            "chain_hash": entry_chain_hash,
+            "received_at": now,
+            "api_key_id": api_key.pk if api_key else None,
+            "session_id": receipt.session_id or "",
+            "session_seq": receipt.seq if receipt.session_id else None,
+            "link_hash": link_hash(content),
+            "operator_key": receipt.operator_public_key or "",
+            "agent_identity": content["agent_identity"],
+            "workflow": content["action"]["workflow"],
+            "verb": content["action"]["verb"],
+            "decision_path": content["policy"]["decision_path"],
+            "rule_id": content["policy"]["rule_id"],
+        },
+        head=advanced,
+    )  # fmt: skip
+    if target is not None:
+        MirrorEntry.objects.filter(pk=target.pk).update(superseded_by=receipt.action_hash)
+    return AppendOutcome(seq=seq, action_hash=receipt.action_hash, appended=True), advanced
 
 
 def _month_of(moment: datetime) -> str:

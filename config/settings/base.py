@@ -166,6 +166,9 @@ MONTHLY_RECEIPT_CAPS = {
 # Largest request body accepted on receipt routes; larger answers 413.
 RECEIPT_MAX_BODY_BYTES = env_int("RECEIPT_MAX_BODY_BYTES", 1_048_576, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = RECEIPT_MAX_BODY_BYTES
+# Team-path profile: most receipts in one POST /v1/receipts/batch (more: 400). The whole
+# batch body is also held to RECEIPT_MAX_BODY_BYTES.
+TEAMPATH_BATCH_MAX = env_int("TEAMPATH_BATCH_MAX", 100, minimum=1)
 
 # Policy deploys: the largest TOML accepted (characters), and the policy preview's replay
 # window (days) and the most receipts it replays per call.

@@ -5,12 +5,18 @@ from django.urls import path
 
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
+from apps.policy.teampath_apis import TeamPolicyApi
+from apps.receipts.teampath_apis import ReceiptBatchPushApi, ReceiptPushApi
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", HealthzApi.as_view(), name="healthz"),
     path("readyz", ReadyzApi.as_view(), name="readyz"),
     path("metrics", metrics_view, name="metrics"),
+    path("v1/teams/<str:team_id>/policy", TeamPolicyApi.as_view(), name="team-policy"),
+    # Named like the key-scoped push so the push-latency histogram covers both profiles.
+    path("v1/receipts", ReceiptPushApi.as_view(), name="receipt-push"),
+    path("v1/receipts/batch", ReceiptBatchPushApi.as_view(), name="receipt-push-batch"),
 ]
 
 handler404 = "apps.common.views.teampath_not_found"

@@ -1,0 +1,179 @@
+"""The team-path profile's base API class, authentication and error contract.
+
+Every non-2xx body on this profile is ``{"error": "<snake_case code>", "message": "<text>"}``
+(docs/teampath-errors.md lists the codes), produced here for domain errors and DRF's own
+exceptions alike; unrouted paths and 500s answer the same shape through
+``apps.common.views``. Credentials are ``Authorization: Bearer <API key>`` only.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404
+from django.utils import timezone
+from rest_framework import exceptions
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.common.api import ExceptionHandler, _flatten_validation
+from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
+from apps.common.errors import (
+    DomainError,
+    InvalidInput,
+    InvalidJson,
+    NotFound,
+    ServiceUnavailable,
+)
+from apps.receipts.errors import QuotaExceeded, ReceiptMalformed, ReceiptRejected
+from apps.tenancy.authentication import ApiKeyAuthentication, ApiKeyPrincipal, presented_bearer
+from apps.tenancy.models import ApiKey, Org
+from apps.tenancy.services import api_key_authenticate
+
+logger = logging.getLogger(__name__)
+
+
+class TeamNotFound(NotFound):
+    """The path names a team that is not the key's own, or no team at all (one answer)."""
+
+    code = "team_not_found"
+
+
+# Where the team-path status differs from the error's own (key-scoped) one. Exact classes:
+# a subclass keeps its own status (a roster too small for its threshold stays 422).
+_TEAMPATH_STATUS: dict[type[DomainError], HTTPStatus] = {
+    InvalidJson: HTTPStatus.BAD_REQUEST,
+    InvalidInput: HTTPStatus.BAD_REQUEST,
+    ReceiptMalformed: HTTPStatus.BAD_REQUEST,
+    ReceiptRejected: HTTPStatus.UNPROCESSABLE_ENTITY,
+    QuotaExceeded: HTTPStatus.TOO_MANY_REQUESTS,
+}
+
+# DRF's exceptions, by class: (status, code). Checked in order, first match wins.
+_DRF_ERRORS: tuple[tuple[type[exceptions.APIException], HTTPStatus, str], ...] = (
+    (exceptions.NotAuthenticated, HTTPStatus.UNAUTHORIZED, "unauthorized"),
+    (exceptions.AuthenticationFailed, HTTPStatus.UNAUTHORIZED, "unauthorized"),
+    (exceptions.PermissionDenied, HTTPStatus.FORBIDDEN, "forbidden"),
+    (exceptions.ParseError, HTTPStatus.BAD_REQUEST, "invalid_json"),
+    (exceptions.UnsupportedMediaType, HTTPStatus.BAD_REQUEST, "invalid_json"),
+    (exceptions.ValidationError, HTTPStatus.BAD_REQUEST, "validation_failed"),
+    (exceptions.NotFound, HTTPStatus.NOT_FOUND, "not_found"),
+    (exceptions.MethodNotAllowed, HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed"),
+    (exceptions.NotAcceptable, HTTPStatus.NOT_ACCEPTABLE, "not_acceptable"),
+    (exceptions.Throttled, HTTPStatus.TOO_MANY_REQUESTS, "rate_limited"),
+)
+
+
+def _drf_status_and_code(exc: exceptions.APIException) -> tuple[HTTPStatus, str]:
+    for kind, status, code in _DRF_ERRORS:
+        if isinstance(exc, kind):
+            return status, code
+    return HTTPStatus(exc.status_code), str(exc.default_code)
+
+
+def teampath_status(error: DomainError) -> HTTPStatus:
+    """The HTTP status of a domain error on the team-path profile."""
+    return _TEAMPATH_STATUS.get(type(error), error.status)
+
+
+def seconds_until_next_month(now: datetime) -> int:
+    """Whole seconds from ``now`` to the first instant of the next calendar month, UTC."""
+    now = now.astimezone(UTC)
+    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    start = datetime(year, month, 1, tzinfo=UTC)
+    return max(1, int((start - now).total_seconds() + 0.999999))
+
+
+def error_body(code: str, message: str, **extras: object) -> dict[str, object]:
+    return {"error": code, "message": message, **extras}
+
+
+def domain_error_response(error: DomainError, **extras: object) -> Response:
+    """A domain error in the team-path body, with ``Retry-After`` where the status asks."""
+    status = teampath_status(error)
+    response = Response(error_body(error.code, error.message, **extras), status=status)
+    if isinstance(error, ServiceUnavailable):
+        response["Retry-After"] = str(settings.RETRY_AFTER_SECONDS)
+    elif isinstance(error, QuotaExceeded):
+        response["Retry-After"] = str(seconds_until_next_month(timezone.now()))
+    return response
+
+
+def teampath_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Team-path error contract: every non-2xx body is ``{"error", "message"}``.
+
+    Unknown exceptions return None so DRF re-raises them: they stay 500 (answered by
+    ``teampath_server_error``) and are logged. Transient database errors are re-raised too:
+    ``DatabaseUnavailableMiddleware`` answers them 503 with ``Retry-After``.
+    """
+    if isinstance(exc, TRANSIENT_DATABASE_ERRORS):
+        return None
+    if isinstance(exc, DomainError):
+        return domain_error_response(exc)
+    if isinstance(exc, Http404):
+        return Response(error_body("not_found", "not found"), status=HTTPStatus.NOT_FOUND)
+    if not isinstance(exc, exceptions.APIException):
+        return None
+    status, code = _drf_status_and_code(exc)
+    if isinstance(exc, exceptions.ValidationError):
+        message = _flatten_validation(exc.detail)
+    elif isinstance(exc, exceptions.ParseError):
+        message = f"invalid JSON body: {exc.detail}"
+    else:
+        message = str(exc.detail)
+    response = Response(error_body(code, message), status=status)
+    auth_header = getattr(exc, "auth_header", None)
+    if auth_header:
+        response["WWW-Authenticate"] = auth_header
+    wait = getattr(exc, "wait", None)
+    if isinstance(exc, exceptions.Throttled):
+        response["Retry-After"] = str(max(1, int(wait or 1)))
+    return response
+
+
+class BearerApiKeyAuthentication(ApiKeyAuthentication):
+    """``Authorization: Bearer <API key>`` only: an ``x-api-key`` header is not looked at.
+
+    Matching a key also activates its org's row-level-security context, as on the
+    key-scoped profile (``api_key_authenticate``).
+    """
+
+    def authenticate(self, request: Request) -> tuple[ApiKeyPrincipal, ApiKey] | None:
+        presented = presented_bearer(request)
+        if not presented:
+            return None
+        api_key = api_key_authenticate(presented=presented)
+        if api_key is None:
+            raise exceptions.AuthenticationFailed("invalid or revoked API key")
+        return ApiKeyPrincipal(api_key=api_key), api_key
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="team-path"'
+
+
+class TeamPathApi(APIView):
+    """Base for team-path endpoints: Bearer API key, ``{"error", "message"}`` errors.
+
+    Throttling follows DRF's configured defaults, whose 429 answers as ``rate_limited``.
+    """
+
+    authentication_classes = [BearerApiKeyAuthentication]
+
+    def get_exception_handler(self) -> ExceptionHandler:
+        return teampath_exception_handler
+
+
+def team_of_key(principal: ApiKeyPrincipal, team_id: str) -> Org:
+    """The key's org when ``team_id`` names it; anything else is ``team_not_found``.
+
+    Another org's slug and an unknown one get the same answer, so no existence leaks.
+    """
+    org = principal.org
+    if team_id != org.slug:
+        raise TeamNotFound(f"no team {team_id!r} for this API key")
+    return org

@@ -1,0 +1,58 @@
+"""Team-path policy route: ``GET /v1/teams/{teamId}/policy`` → ``PolicyBundle``.
+
+``version`` is the active policy_id, ``rules`` the §8 rendering of the active TOML
+(policy.md §8), ``fetchedAt`` the server clock (RFC 3339, UTC). The team id is the org's
+slug and must be the key's own org.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from functools import lru_cache
+
+from django.utils import timezone
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.common.errors import NotFound
+from apps.common.teampath import TeamPathApi, team_of_key
+from apps.policy.rules import Policy, load_policy, render_policy_json
+from apps.policy.selectors import policy_active
+from apps.tenancy.models import Scope
+from apps.tenancy.permissions import scope_required, sdk_principal
+
+
+class PolicyNotFound(NotFound):
+    """The team never deployed a policy (the SDK then keeps its fail-safe empty pin)."""
+
+    code = "policy_not_found"
+
+
+@lru_cache(maxsize=64)
+def loaded_policy(toml: str) -> Policy:
+    """The rules of a deployed TOML. Deploys validated it, so a failure here is a bug (500).
+
+    Cached by text: a deployed text never changes meaning, and the rendering copies every
+    mutable value out of the (frozen) rules.
+    """
+    loaded = load_policy(toml)
+    if loaded.policy is None:
+        raise RuntimeError(f"a deployed policy no longer loads: {loaded.result}: {loaded.detail}")
+    return loaded.policy
+
+
+class TeamPolicyApi(TeamPathApi):
+    permission_classes = [scope_required(Scope.POLICY_READ)]
+
+    def get(self, request: Request, team_id: str) -> Response:
+        org = team_of_key(sdk_principal(request), team_id)
+        active = policy_active(org=org)
+        if active.is_fail_safe:
+            raise PolicyNotFound(f"team {team_id!r} has no policy deployed")
+        return Response(
+            {
+                "version": active.policy_id,
+                "rules": render_policy_json(loaded_policy(active.toml)),
+                "fetchedAt": timezone.now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        )
