@@ -169,6 +169,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = RECEIPT_MAX_BODY_BYTES
 # Team-path profile: most receipts in one POST /v1/receipts/batch (more: 400). The whole
 # batch body is also held to RECEIPT_MAX_BODY_BYTES.
 TEAMPATH_BATCH_MAX = env_int("TEAMPATH_BATCH_MAX", 100, minimum=1)
+# Team-path profile: seconds an opened approval can be answered when the suspended receipt
+# signed no expiry of its own (suspension.approval.expires_at).
+APPROVAL_DEFAULT_TTL_SECONDS = env_int("APPROVAL_DEFAULT_TTL_SECONDS", 3600, minimum=60)
 
 # Policy deploys: the largest TOML accepted (characters), and the policy preview's replay
 # window (days) and the most receipts it replays per call.

@@ -3,6 +3,11 @@
 from django.contrib import admin
 from django.urls import path
 
+from apps.approvals.teampath_apis import (
+    ApprovalOpenApi,
+    ApprovalPollApi,
+    ApprovalTokenSubmitApi,
+)
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
 from apps.policy.teampath_apis import TeamPolicyApi
@@ -17,6 +22,13 @@ urlpatterns = [
     # Named like the key-scoped push so the push-latency histogram covers both profiles.
     path("v1/receipts", ReceiptPushApi.as_view(), name="receipt-push"),
     path("v1/receipts/batch", ReceiptBatchPushApi.as_view(), name="receipt-push-batch"),
+    path("v1/approvals", ApprovalOpenApi.as_view(), name="approval-open"),
+    path("v1/approvals/<str:approval_id>", ApprovalPollApi.as_view(), name="approval-poll"),
+    path(
+        "v1/approvals/<str:approval_id>/token",
+        ApprovalTokenSubmitApi.as_view(),
+        name="approval-token",
+    ),
 ]
 
 handler404 = "apps.common.views.teampath_not_found"

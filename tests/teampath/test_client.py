@@ -154,3 +154,23 @@ def test_wait_for_approval_raises_other_errors():
     client = _ScriptedClient([TeamPathError(404, "approval_not_found", "no such approval")])
     with pytest.raises(TeamPathError):
         client.wait_for_approval("x", interval=1, timeout=5)
+
+
+def test_the_approval_round_trip_over_http(client, cast):
+    from apps.approvals.services import approver_key_register
+    from tests.approvals.conftest import Approver, suspended_receipt
+
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    receipt = suspended_receipt(Agent())
+    opened = client.open_approval(receipt, routing_hint="oncall")
+    assert set(opened) == {"approvalId", "token", "expiresAt"}
+    assert client.poll_approval(opened["approvalId"]) == {"outcome": "pending"}
+    token = alice.token(receipt["content"], scope="payments.review")
+    record = client.submit_token(opened["approvalId"], token)
+    assert (record["outcome"], record["routingHint"]) == ("approved", "oncall")
+    settled = client.wait_for_approval(opened["approvalId"], interval=0.01, timeout=5)
+    assert settled == {"outcome": "approved", "approval": record}
+    with pytest.raises(TeamPathError) as raised:
+        client.poll_approval("apr_unknown")
+    assert raised.value.code == "approval_not_found"

@@ -1,0 +1,206 @@
+"""Team-path approval routes, keyed by approval id; thin views over ``apps.approvals.services``.
+
+* ``POST /v1/approvals`` ``{receipt, routingHint?}`` → ``OpenApprovalResult``
+  ``{approvalId, token?, expiresAt}``: the receipt must verify and be suspended (an L0 action
+  the policy routed to a human, or a ``suspended`` lifecycle receipt). Opening is idempotent
+  per action: the same receipt again answers 200 with the same id (and no token: the
+  one-time approver token is shown once, only its digest is stored).
+* ``GET /v1/approvals/{approvalId}`` → ``PollApprovalResult {outcome, approval?}``.
+* ``POST /v1/approvals/{approvalId}/token`` ``{token}`` → the ``Approval`` record, after
+  ``approval_vote`` verified the approver's signed token (approvals.md §3) against the
+  suspended content stored when the approval opened.
+
+Another team's approval id answers exactly like an unknown one (404 approval_not_found).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
+from typing import Any
+
+import orjson
+from blake3 import blake3
+from django.conf import settings
+from django.utils import timezone
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.approvals.errors import ApprovalContentMismatch, ApprovalNotFound
+from apps.approvals.models import Approval, ApprovalStatus
+from apps.approvals.services import approval_open, approval_refresh, approval_vote, is_suspended
+from apps.common.errors import DomainError, InvalidInput
+from apps.common.http import read_json_body
+from apps.common.teampath import TeamPathApi
+from apps.receipts.teampath_apis import checked_receipt, parse_body
+from apps.receipts.verifier import JsonValue, object_members
+from apps.tenancy.models import Org, Scope
+from apps.tenancy.permissions import scope_required, sdk_principal
+
+ROUTING_HINT_MAX_CHARS = 200
+# The decision tag's offset in an approval token: nonce (32 bytes), expiry (8), tag (1).
+_DECISION_TAG_OFFSET = 40
+_REJECT_TAG = 0x02
+
+
+class ReceiptNotSuspended(DomainError):
+    """The receipt verifies but does not wait for a human: nothing to approve."""
+
+    status = HTTPStatus.UNPROCESSABLE_ENTITY
+    code = "receipt_not_suspended"
+
+
+def _rfc3339(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _members(value: JsonValue, allowed: set[str], shape: str) -> dict[str, Any]:
+    """A body object's members: no repeats, nothing unknown."""
+    members = object_members(value)
+    if members is None:
+        raise InvalidInput(f"the body must be a JSON object {shape}")
+    names = [name for name, _ in members]
+    if len(names) != len(set(names)):
+        raise InvalidInput("the body repeats a member name")
+    unknown = sorted(set(names) - allowed)
+    if unknown:
+        raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
+    return dict(members)
+
+
+def _signed_expiry(content: dict[str, Any]) -> datetime | None:
+    """``content.suspension.approval.expires_at`` when the receipt signed one."""
+    suspension = content.get("suspension")
+    approval = suspension.get("approval") if isinstance(suspension, dict) else None
+    text = approval.get("expires_at") if isinstance(approval, dict) else None
+    if not isinstance(text, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else None
+
+
+def approval_by_id(*, org: Org, approval_id: str) -> Approval:
+    """The org's approval with ``approval_id``, its expiry applied; another org's is 404."""
+    approval = Approval.objects.filter(org=org, approval_id=approval_id).first()
+    if approval is None:
+        raise ApprovalNotFound(f"no approval {approval_id!r} for this team")
+    return approval_refresh(approval)
+
+
+def approval_record(approval: Approval) -> dict[str, Any]:
+    """The ``Approval`` record: the decision, who voted how and when."""
+    return {
+        "approvalId": approval.approval_id,
+        "receiptId": approval.action_hash,
+        "outcome": approval.status,
+        "threshold": approval.threshold,
+        "approvedCount": approval.approved_count,
+        "routingHint": approval.routing_hint or None,
+        "createdAt": _rfc3339(approval.created_at),
+        "expiresAt": _rfc3339(approval.expires_at),
+        "decidedAt": _rfc3339(approval.resolved_at),
+        "votes": [
+            {
+                "approverPublicKey": vote.approver_public_key,
+                "decision": vote.decision,
+                "votedAt": _rfc3339(vote.voted_at),
+            }
+            for vote in approval.votes.all()
+        ],
+    }
+
+
+class ApprovalOpenApi(TeamPathApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
+
+    def post(self, request: Request) -> Response:
+        org = sdk_principal(request).org
+        body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
+        members = _members(parse_body(body), {"receipt", "routingHint"}, "{receipt, routingHint?}")
+        if "receipt" not in members:
+            raise InvalidInput("receipt: this member is required")
+        hint = members.get("routingHint", "")
+        if not isinstance(hint, str) or len(hint) > ROUTING_HINT_MAX_CHARS:
+            raise InvalidInput(f"routingHint: a string of at most {ROUTING_HINT_MAX_CHARS} chars")
+        item = checked_receipt(members["receipt"])
+        content: dict[str, Any] = orjson.loads(item.receipt.stored_text)["content"]
+        if not is_suspended(content):
+            raise ReceiptNotSuspended(
+                "the receipt is not suspended: its policy decision does not require approval"
+            )
+        expires_at = _signed_expiry(content) or timezone.now() + timedelta(
+            seconds=settings.APPROVAL_DEFAULT_TTL_SECONDS
+        )
+        token = secrets.token_urlsafe(32)
+        opened = approval_open(
+            org=org,
+            action_hash=item.receipt.action_hash,
+            suspended_content=content,
+            expires_at=expires_at,
+            access_token_digest=blake3(token.encode()).hexdigest(),
+            routing_hint=hint,
+        )
+        result: dict[str, Any] = {"approvalId": opened.approval.approval_id}
+        if opened.created:
+            result["token"] = token
+        result["expiresAt"] = _rfc3339(opened.approval.expires_at)
+        return Response(result, status=HTTPStatus.CREATED if opened.created else HTTPStatus.OK)
+
+
+class ApprovalPollApi(TeamPathApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
+
+    def get(self, request: Request, approval_id: str) -> Response:
+        approval = approval_by_id(org=sdk_principal(request).org, approval_id=approval_id)
+        result: dict[str, Any] = {"outcome": approval.status}
+        if approval.status != ApprovalStatus.PENDING:
+            result["approval"] = approval_record(approval)
+        return Response(result)
+
+
+def _token_bytes(value: JsonValue) -> bytes:
+    members = _members(value, {"token"}, "{token}")
+    token = members.get("token")
+    if not isinstance(token, str) or not token:
+        raise InvalidInput("token: required, the approver's signed token in base64")
+    try:
+        return base64.b64decode(token, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("token: not valid base64") from None
+
+
+def _token_decision(token: bytes) -> str:
+    """The decision the token carries. Read before verification only to name what is
+    checked: the signature covers the tag, and a bad tag is refused by the verifier."""
+    if len(token) > _DECISION_TAG_OFFSET and token[_DECISION_TAG_OFFSET] == _REJECT_TAG:
+        return "rejected"
+    return "approved"
+
+
+class ApprovalTokenSubmitApi(TeamPathApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
+
+    def post(self, request: Request, approval_id: str) -> Response:
+        org = sdk_principal(request).org
+        token = _token_bytes(parse_body(read_json_body(request, max_bytes=64 * 1024)))
+        approval = approval_by_id(org=org, approval_id=approval_id)
+        if not approval.suspended_content:
+            raise ApprovalContentMismatch(
+                "the approval holds no suspended content to check the token against"
+            )
+        settled = approval_vote(
+            org=org,
+            action_hash=approval.action_hash,
+            token=token,
+            action_content=orjson.loads(approval.suspended_content),
+            decision=_token_decision(token),
+        )
+        return Response(approval_record(settled))
