@@ -72,6 +72,9 @@ class Approval(models.Model):
     # Team-path: digest of the one-time approver-page token; opaque routing hint.
     access_token_digest = models.CharField(max_length=64, blank=True, default="")
     routing_hint = models.CharField(max_length=200, blank=True, default="")
+    # Opened by a suspended push with defaults; the first explicit open may still set the
+    # threshold and rule (nobody can have voted yet).
+    provisional = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
 

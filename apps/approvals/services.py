@@ -188,14 +188,23 @@ def approval_open(
     expires_at: datetime | None = None,
     access_token_digest: str = "",
     routing_hint: str = "",
+    provisional: bool = False,
 ) -> Opened:
     """Open the pending approval of (org, ``action_hash``), or return the existing one.
 
     The roster is frozen now; a threshold above it is refused (422). The suspended content
     comes from the mirror when the receipt is there (else from the first vote).
+
+    ``provisional`` marks an approval opened by a suspended push with defaults: the SDK
+    pushes first and opens with its threshold right after, so the first explicit open of
+    a provisional approval that nobody has voted on yet sets its threshold and rule.
     """
     existing = Approval.objects.filter(org=org, action_hash=action_hash).first()
     if existing is not None:
+        if existing.provisional and not provisional:
+            existing = _confirm_provisional(
+                existing, threshold=threshold, rule_id=rule_id, workflow=workflow, account=account
+            )
         return Opened(existing, False)
     if threshold < 1:
         raise InvalidInput("threshold: must be at least 1")
@@ -231,6 +240,7 @@ def approval_open(
                 on_timeout=str(timing.get("on_timeout", ""))[:16],
                 access_token_digest=access_token_digest,
                 routing_hint=routing_hint[:200],
+                provisional=provisional,
             )
             _event(approval, "opened", now, threshold=threshold, roster=roster)
     except IntegrityError:
@@ -254,6 +264,34 @@ def is_suspended(content: dict[str, Any]) -> bool:
     )
 
 
+def _confirm_provisional(
+    approval: Approval, *, threshold: int, rule_id: str | None, workflow: str, account: str
+) -> Approval:
+    """The first explicit open of a push-opened approval: adopt its threshold and rule."""
+    with transaction.atomic():
+        locked = Approval.objects.select_for_update().get(pk=approval.pk)
+        if not locked.provisional:
+            return locked
+        if locked.status != ApprovalStatus.PENDING or locked.votes.exists():
+            locked.provisional = False
+            locked.save(update_fields=["provisional"])
+            return locked
+        if threshold < 1 or threshold > len(locked.roster):
+            raise RosterTooSmall(
+                f"threshold {threshold} is larger than the roster of {len(locked.roster)} "
+                "active approver key(s)"
+            )
+        locked.threshold = threshold
+        if rule_id is not None:
+            locked.rule_id = rule_id
+        locked.workflow = workflow[:200] or locked.workflow
+        locked.account = account[:200] or locked.account
+        locked.provisional = False
+        locked.save(update_fields=["threshold", "rule_id", "workflow", "account", "provisional"])
+        _event(locked, "confirmed", timezone.now(), threshold=threshold, rule_id=locked.rule_id)
+    return locked
+
+
 def approval_open_for_suspended(*, org: Org, action_hash: str) -> Approval | None:
     """After a suspended receipt was mirrored: open its approval (threshold 1, roster from
     the suspension's signed approver list), idempotently with ``POST /v1/approvals``, when
@@ -262,7 +300,9 @@ def approval_open_for_suspended(*, org: Org, action_hash: str) -> Approval | Non
     if content is None or not is_suspended(content):
         return None
     try:
-        return approval_open(org=org, action_hash=action_hash, suspended_content=content).approval
+        return approval_open(
+            org=org, action_hash=action_hash, suspended_content=content, provisional=True
+        ).approval
     except RosterTooSmall:
         return None
 

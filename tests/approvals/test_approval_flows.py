@@ -279,3 +279,34 @@ def test_registering_approver_keys_needs_the_separate_scope(cast, agent, push) -
         "/v1/orgs/register-approver-pubkey", {"public_key": "AAAA"}, format="json"
     )
     assert short.status_code == HTTPStatus.UNPROCESSABLE_ENTITY
+
+
+def test_the_sdks_open_after_its_push_sets_the_quorum_threshold(
+    cast, agent, approvers, push, sdk_client
+):
+    receipt = suspended_receipt(agent)
+    action_hash = receipt["content"]["action_hash"]
+    assert push(receipt).status_code == HTTPStatus.CREATED  # opens it provisionally, k = 1
+    assert Approval.objects.get(action_hash=action_hash).provisional
+    opened = sdk_client.post(
+        "/v1/approvals", {"action_hash": action_hash, "rule_id": SCOPE, "threshold": 2},
+        format="json",
+    )  # fmt: skip
+    assert opened.status_code == HTTPStatus.OK
+    assert opened.json()["threshold"] == 2
+    # Once confirmed, a later open with another threshold changes nothing.
+    again = sdk_client.post(
+        "/v1/approvals", {"action_hash": action_hash, "threshold": 3}, format="json"
+    )
+    assert again.json()["threshold"] == 2
+
+
+def test_a_provisional_approval_with_a_vote_keeps_its_threshold(
+    cast, suspended, sdk_client, approvers
+) -> None:
+    content = suspended["content"]
+    submit(sdk_client, content["action_hash"], content, approvers[2].token(content, scope=SCOPE))
+    opened = sdk_client.post(
+        "/v1/approvals", {"action_hash": content["action_hash"], "threshold": 2}, format="json"
+    )
+    assert (opened.json()["threshold"], opened.json()["status"]) == (1, "approved")
