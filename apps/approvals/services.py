@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from apps.approvals.errors import (
     ApprovalContentMismatch,
+    ApprovalExpired,
     ApprovalNotFound,
     ApprovalSettled,
     ApproverKeyRefused,
@@ -382,6 +383,13 @@ def _registered_keys(approval: Approval) -> dict[str, ApproverKey]:
     return {key.public_key: key for key in keys}
 
 
+def _past_expiry(approval: Approval, now: datetime) -> bool:
+    """Expired without having been settled before its expiry."""
+    if approval.expires_at is None or now <= approval.expires_at:
+        return False
+    return approval.resolved_at is None or approval.resolved_at >= approval.expires_at
+
+
 def approval_vote(
     *,
     org: Org,
@@ -392,11 +400,14 @@ def approval_vote(
     record: str | None = None,
     co_sig_b64: str | None = None,
     now: datetime | None = None,
+    refuse_after_expiry: bool = False,
 ) -> Approval:
     """Record one verified vote (approvals.md §3.1) and apply the transition (server.md §6).
 
     ``action_content`` is the decoded content; it must hash to ``action_hash`` (409).
     Token failures are 403; a second vote by a key, or a vote on a resolved approval, 409.
+    ``refuse_after_expiry`` (team-path): past ``expires_at`` a vote is 410, whatever the
+    timeout outcome, unless the approval was settled before it expired (then 409).
     """
     now = now or timezone.now()
     approval = Approval.objects.filter(org=org, action_hash=action_hash).first()
@@ -438,6 +449,8 @@ def approval_vote(
     with transaction.atomic():
         locked = Approval.objects.select_for_update().get(pk=approval.pk)
         _expire_locked(locked, now)
+        if refuse_after_expiry and _past_expiry(locked, now):
+            raise ApprovalExpired(f"the approval expired at {locked.expires_at:%Y-%m-%dT%H:%M:%SZ}")
         if locked.status != ApprovalStatus.PENDING:
             raise ApprovalSettled(f"the approval is already {locked.status}")
         if ApprovalVote.objects.filter(

@@ -202,5 +202,6 @@ class ApprovalTokenSubmitApi(TeamPathApi):
             token=token,
             action_content=orjson.loads(approval.suspended_content),
             decision=_token_decision(token),
+            refuse_after_expiry=True,
         )
         return Response(approval_record(settled))

@@ -243,9 +243,34 @@ class TestPollAndSettle:
         assert poll["outcome"] == "expired"
         assert poll["approval"]["outcome"] == "expired"
         token = approvers[0].token(receipt["content"], scope=SCOPE)
-        assert_error(
-            submit(acme, result["approvalId"], token), HTTPStatus.CONFLICT, "approval_settled"
+        assert_error(submit(acme, result["approvalId"], token), HTTPStatus.GONE, "approval_expired")
+
+    def test_a_token_after_expiry_is_410_even_unpolled(self, acme, opened, approvers):
+        receipt, result = opened
+        Approval.objects.filter(approval_id=result["approvalId"]).update(
+            expires_at=datetime.now(UTC) - timedelta(seconds=1)
         )
+        token = approvers[0].token(receipt["content"], scope=SCOPE)
+        assert_error(submit(acme, result["approvalId"], token), HTTPStatus.GONE, "approval_expired")
+
+    def test_an_approval_settled_before_its_expiry_stays_409_after_it(
+        self, acme, opened, approvers
+    ):
+        receipt, result = opened
+        first = submit(
+            acme, result["approvalId"], approvers[0].token(receipt["content"], scope=SCOPE)
+        )
+        assert first.status_code == HTTPStatus.OK
+        Approval.objects.filter(approval_id=result["approvalId"]).update(
+            expires_at=datetime.now(UTC) + timedelta(seconds=1)
+        )
+        Approval.objects.filter(approval_id=result["approvalId"]).update(
+            expires_at=datetime.now(UTC) - timedelta(microseconds=1)
+        )
+        late = submit(
+            acme, result["approvalId"], approvers[1].token(receipt["content"], scope=SCOPE)
+        )
+        assert_error(late, HTTPStatus.CONFLICT, "approval_settled")
 
 
 class TestAuthorization:
