@@ -94,3 +94,8 @@ def test_bootstrap_demo_prints_a_working_key_and_login():
     login = next(line for line in lines if line.startswith("console login:"))
     username, password = login.split(":", 1)[1].strip().split(" / ")
     assert get_user_model().objects.get(username=username).check_password(password)
+
+
+def test_bootstrap_demo_prints_the_console_url_it_was_given():
+    lines = run("bootstrap_demo", "--console-url", "http://127.0.0.1:8777/admin/")
+    assert "console:        http://127.0.0.1:8777/admin/" in lines

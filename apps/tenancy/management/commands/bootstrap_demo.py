@@ -35,7 +35,7 @@ class Command(BaseCommand):
                 [
                     f"org:            {org.slug}",
                     f"API key:        {issued.secret}",
-                    "console:        http://127.0.0.1:8000/admin/",
+                    f"console:        {options['console_url']}",
                     f"console login:  {options['username']} / {password}",
                 ]
             )
