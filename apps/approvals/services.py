@@ -11,11 +11,12 @@ import base64
 import binascii
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 from blake3 import blake3
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -251,6 +252,39 @@ def approval_open(
     return Opened(approval, True)
 
 
+def access_token_digest(token: str) -> str:
+    """How the one-time approver-page token is stored: BLAKE3 hex, never the token."""
+    return blake3(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class OpenedWithToken:
+    opened: Opened
+    token: str | None  # the one-time approver-page token; only when the approval is new
+
+
+def approval_open_with_access_token(
+    *, org: Org, content: dict[str, Any], routing_hint: str = ""
+) -> OpenedWithToken:
+    """Team-path open: a verified, mirrored suspended receipt's approval, with a one-time
+    token for the approver's page (shown once, stored as a digest) and an expiry from the
+    receipt's signed ``suspension.approval.expires_at``, else ``APPROVAL_DEFAULT_TTL_SECONDS``.
+    """
+    expires_at = _parse_time(_suspension_approval(content).get("expires_at")) or (
+        timezone.now() + timedelta(seconds=settings.APPROVAL_DEFAULT_TTL_SECONDS)
+    )
+    token = secrets.token_urlsafe(32)
+    opened = approval_open(
+        org=org,
+        action_hash=content["action_hash"],
+        suspended_content=content,
+        expires_at=expires_at,
+        access_token_digest=access_token_digest(token),
+        routing_hint=routing_hint,
+    )
+    return OpenedWithToken(opened=opened, token=token if opened.created else None)
+
+
 def is_suspended(content: dict[str, Any]) -> bool:
     """A lifecycle ``suspended`` receipt, or an L0 action the policy routed to a human
     (the body an L1 receipt later supersedes)."""
@@ -349,6 +383,14 @@ def approval_refresh(approval: Approval, *, now: datetime | None = None) -> Appr
         locked = Approval.objects.select_for_update().get(pk=approval.pk)
         _expire_locked(locked, now)
     return locked
+
+
+def approval_get_by_id(*, org: Org, approval_id: str) -> Approval:
+    """The org's approval with ``approval_id``, its expiry applied; another org's is 404."""
+    approval = Approval.objects.filter(org=org, approval_id=approval_id).first()
+    if approval is None:
+        raise ApprovalNotFound(f"no approval {approval_id!r} for this team")
+    return approval_refresh(approval)
 
 
 def approval_get(*, org: Org, action_hash: str) -> Approval:

@@ -17,27 +17,29 @@ from __future__ import annotations
 
 import base64
 import binascii
-import secrets
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 
 import orjson
-from blake3 import blake3
 from django.conf import settings
-from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.approvals.errors import ApprovalContentMismatch, ApprovalNotFound
+from apps.approvals.errors import ApprovalContentMismatch
 from apps.approvals.models import Approval, ApprovalStatus
-from apps.approvals.services import approval_open, approval_refresh, approval_vote, is_suspended
+from apps.approvals.services import (
+    approval_get_by_id,
+    approval_open_with_access_token,
+    approval_vote,
+    is_suspended,
+)
 from apps.common.errors import DomainError, InvalidInput
 from apps.common.http import read_json_body
 from apps.common.teampath import TeamPathApi
 from apps.receipts.teampath_apis import checked_receipt, parse_body
 from apps.receipts.verifier import JsonValue, object_members
-from apps.tenancy.models import Org, Scope
+from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 ROUTING_HINT_MAX_CHARS = 200
@@ -71,28 +73,6 @@ def _members(value: JsonValue, allowed: set[str], shape: str) -> dict[str, Any]:
     if unknown:
         raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
     return dict(members)
-
-
-def _signed_expiry(content: dict[str, Any]) -> datetime | None:
-    """``content.suspension.approval.expires_at`` when the receipt signed one."""
-    suspension = content.get("suspension")
-    approval = suspension.get("approval") if isinstance(suspension, dict) else None
-    text = approval.get("expires_at") if isinstance(approval, dict) else None
-    if not isinstance(text, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else None
-
-
-def approval_by_id(*, org: Org, approval_id: str) -> Approval:
-    """The org's approval with ``approval_id``, its expiry applied; another org's is 404."""
-    approval = Approval.objects.filter(org=org, approval_id=approval_id).first()
-    if approval is None:
-        raise ApprovalNotFound(f"no approval {approval_id!r} for this team")
-    return approval_refresh(approval)
 
 
 def approval_record(approval: Approval) -> dict[str, Any]:
@@ -136,30 +116,21 @@ class ApprovalOpenApi(TeamPathApi):
             raise ReceiptNotSuspended(
                 "the receipt is not suspended: its policy decision does not require approval"
             )
-        expires_at = _signed_expiry(content) or timezone.now() + timedelta(
-            seconds=settings.APPROVAL_DEFAULT_TTL_SECONDS
-        )
-        token = secrets.token_urlsafe(32)
-        opened = approval_open(
-            org=org,
-            action_hash=item.receipt.action_hash,
-            suspended_content=content,
-            expires_at=expires_at,
-            access_token_digest=blake3(token.encode()).hexdigest(),
-            routing_hint=hint,
-        )
-        result: dict[str, Any] = {"approvalId": opened.approval.approval_id}
-        if opened.created:
-            result["token"] = token
-        result["expiresAt"] = _rfc3339(opened.approval.expires_at)
-        return Response(result, status=HTTPStatus.CREATED if opened.created else HTTPStatus.OK)
+        result = approval_open_with_access_token(org=org, content=content, routing_hint=hint)
+        approval = result.opened.approval
+        answer: dict[str, Any] = {"approvalId": approval.approval_id}
+        if result.token is not None:
+            answer["token"] = result.token
+        answer["expiresAt"] = _rfc3339(approval.expires_at)
+        created = result.opened.created
+        return Response(answer, status=HTTPStatus.CREATED if created else HTTPStatus.OK)
 
 
 class ApprovalPollApi(TeamPathApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
     def get(self, request: Request, approval_id: str) -> Response:
-        approval = approval_by_id(org=sdk_principal(request).org, approval_id=approval_id)
+        approval = approval_get_by_id(org=sdk_principal(request).org, approval_id=approval_id)
         result: dict[str, Any] = {"outcome": approval.status}
         if approval.status != ApprovalStatus.PENDING:
             result["approval"] = approval_record(approval)
@@ -191,7 +162,7 @@ class ApprovalTokenSubmitApi(TeamPathApi):
     def post(self, request: Request, approval_id: str) -> Response:
         org = sdk_principal(request).org
         token = _token_bytes(parse_body(read_json_body(request, max_bytes=64 * 1024)))
-        approval = approval_by_id(org=org, approval_id=approval_id)
+        approval = approval_get_by_id(org=org, approval_id=approval_id)
         if not approval.suspended_content:
             raise ApprovalContentMismatch(
                 "the approval holds no suspended content to check the token against"
