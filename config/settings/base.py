@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "apps.approvals",
     "apps.audit",
     "apps.analytics",
+    "apps.console",
 ]
 
 MIDDLEWARE = [

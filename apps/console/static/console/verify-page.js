@@ -1,0 +1,234 @@
+/*
+ * The /verify page: everything runs here, in the browser (receipt-core.js); the input is
+ * never sent anywhere. Also exposes the verifier for scripts and tests:
+ *   mirrorVerify(text)             one receipt -> its verdict
+ *   mirrorVerifyMany(texts)        the same, for a list
+ *   mirrorCanonical(contentText)   {ok, canonical_hex, action_hash} or {ok: false, error}
+ *   mirrorLinkHash(contentText)    receipts.md §13.1
+ *   mirrorVerifySessionChain(text) receipts.md §13.2 outcome (or {error})
+ *   mirrorVerifyInput(text)        what the page shows for any accepted input
+ */
+(function () {
+  "use strict";
+
+  const core = window.MirrorCore;
+
+  function plain(verdict) {
+    const shown = { kind: verdict.kind };
+    for (const name of ["trust_level", "detail", "time_status", "stage", "action_hash", "receipt_kind"]) {
+      if (verdict[name] !== undefined) shown[name] = verdict[name];
+    }
+    return shown;
+  }
+
+  async function mirrorVerify(text) {
+    return plain(await core.verifyReceipt(text));
+  }
+
+  async function mirrorVerifyMany(texts) {
+    const out = [];
+    for (const text of texts) out.push(await mirrorVerify(text));
+    return out;
+  }
+
+  function mirrorCanonical(text) {
+    try {
+      const result = core.canonicalContent(text);
+      return { ok: true, canonical_hex: core.toHex(result.canonical), action_hash: result.action_hash };
+    } catch (error) {
+      return { ok: false, error: error.message };
+    }
+  }
+
+  function mirrorLinkHash(text) {
+    return core.linkHash(core.decodeContent(core.parseJson(text)));
+  }
+
+  async function mirrorVerifySessionChain(text) {
+    try {
+      const elements = core.parseJson(text);
+      if (!Array.isArray(elements)) return { error: "a session chain is a JSON array of receipts" };
+      return await core.verifySessionChain(elements);
+    } catch (error) {
+      return { error: error.message };
+    }
+  }
+
+  function member(value, name) {
+    if (!(value instanceof core.JObj)) return undefined;
+    const pair = value.pairs.find((p) => p[0] === name);
+    return pair === undefined ? undefined : pair[1];
+  }
+
+  /** A parsed window back to plain JSON (JSON.parse would do, but keep one strict parser). */
+  function toPlain(value) {
+    if (value instanceof core.JObj) {
+      const out = Object.create(null);
+      for (const [name, member] of value.pairs) out[name] = toPlain(member);
+      return out;
+    }
+    if (value instanceof core.JNum) return Number(value.text);
+    if (Array.isArray(value)) return value.map(toPlain);
+    return value;
+  }
+
+  /** Detects what was given and verifies it. */
+  async function mirrorVerifyInput(text) {
+    const trimmed = text.trim();
+    if (!trimmed) return { type: "empty" };
+    let parsed;
+    let parseError = null;
+    try {
+      parsed = core.parseJson(text);
+    } catch (error) {
+      parseError = error;
+    }
+    if (parseError === null) {
+      if (member(parsed, "entries") !== undefined && member(parsed, "head") !== undefined) {
+        return Object.assign({ type: "chain_window" }, await core.verifyChainWindow(toPlain(parsed)));
+      }
+      if (Array.isArray(parsed)) {
+        const verdicts = [];
+        for (const element of parsed) verdicts.push(plain(await core.verifyReceiptValue(element)));
+        let chain;
+        try {
+          chain = await core.verifySessionChain(parsed);
+        } catch (error) {
+          chain = { error: error.message };
+        }
+        return { type: "session_chain", verdicts: verdicts, chain: chain };
+      }
+      return { type: "receipt", verdict: plain(await core.verifyReceiptValue(parsed)) };
+    }
+    const lines = trimmed.split(/\r?\n/).filter((line) => line.trim() !== "");
+    if (lines.length > 1) {
+      return { type: "jsonl", verdicts: await mirrorVerifyMany(lines) };
+    }
+    return { type: "receipt", verdict: plain(await core.verifyReceipt(text)) };
+  }
+
+  // --- Rendering (textContent only: the input is never interpreted as HTML) ---------------
+
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+    for (const child of children || []) {
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function rows(pairs) {
+    return el("table", {}, pairs.filter((p) => p[1] !== undefined && p[1] !== null).map((p) =>
+      el("tr", {}, [el("th", {}, [p[0]]), el("td", { class: "mono" }, [String(p[1])])])));
+  }
+
+  function verdictBox(title, verdict) {
+    const ok = verdict.kind === "Valid";
+    return el("div", { class: "verdict " + (ok ? "ok" : "bad"), "data-kind": verdict.kind }, [
+      el("div", {}, [title ? title + " — " : "", el("span", { class: "kind" }, [verdict.kind]),
+        verdict.trust_level ? " " : "", verdict.trust_level ? el("span", { class: "pill" }, [verdict.trust_level]) : ""]),
+      rows([["detail", verdict.detail], ["action_hash", verdict.action_hash], ["receipt kind", verdict.receipt_kind],
+        ["time status", verdict.time_status]]),
+    ]);
+  }
+
+  function render(result) {
+    const out = document.getElementById("result");
+    out.replaceChildren();
+    out.dataset.type = result.type;
+    if (result.type === "empty") return;
+    if (result.type === "receipt") {
+      out.dataset.summary = result.verdict.kind;
+      out.append(verdictBox("Receipt", result.verdict));
+      return;
+    }
+    if (result.type === "jsonl" || result.type === "session_chain") {
+      const valid = result.verdicts.filter((v) => v.kind === "Valid").length;
+      out.dataset.summary = `${valid}/${result.verdicts.length}`;
+      out.append(el("p", {}, [`${valid} of ${result.verdicts.length} receipt(s) verify.`]));
+      if (result.chain) {
+        const chain = result.chain;
+        const box = verdictBox("Session chain", { kind: chain.kind || "Error", detail: chain.detail || chain.reason || chain.error });
+        out.append(box);
+      }
+      result.verdicts.forEach((verdict, index) => out.append(verdictBox(`#${index + 1}`, verdict)));
+      return;
+    }
+    if (result.type === "chain_window") {
+      out.dataset.summary = result.kind;
+      const ok = result.kind === "ChainValid";
+      out.append(el("div", { class: "verdict " + (ok ? "ok" : "bad"), "data-kind": result.kind }, [
+        el("div", {}, ["Chain window — ", el("span", { class: "kind" }, [result.kind])]),
+        rows([["entries", result.entries.length], ["seq range", `${result.oldest_seq} … ${result.newest_seq}`],
+          ["head checked", result.head_checked ? "yes (the window holds the newest entry)" : "no (older window)"]]),
+        el("ul", {}, result.problems.map((p) => el("li", {}, [p]))),
+      ]));
+      for (const entry of result.entries.slice().reverse()) {
+        out.append(el("div", { class: "verdict " + (entry.ok ? "ok" : "bad") }, [
+          el("div", {}, [`seq ${entry.seq} — `, el("span", { class: "kind" }, [entry.ok ? "intact" : "broken"]),
+            entry.verdict && entry.verdict.trust_level ? " " : "",
+            entry.verdict && entry.verdict.trust_level ? el("span", { class: "pill" }, [entry.verdict.trust_level]) : ""]),
+          rows([["action_hash", entry.action_hash], ["chain_hash", entry.chain_hash]]),
+          el("ul", {}, entry.problems.map((p) => el("li", {}, [p]))),
+        ]));
+      }
+    }
+  }
+
+  async function run(text) {
+    let result;
+    try {
+      result = await mirrorVerifyInput(text);
+    } catch (error) {
+      result = { type: "receipt", verdict: { kind: "Error", detail: error.message } };
+    }
+    render(result);
+    return result;
+  }
+
+  function readFile(file) {
+    file.arrayBuffer().then((buffer) => {
+      let text;
+      try {
+        text = core.decodeUtf8(new Uint8Array(buffer));
+      } catch (error) {
+        render({ type: "receipt", verdict: { kind: "Malformed", detail: "input is not a well-formed action receipt: " + error.message } });
+        return;
+      }
+      document.getElementById("input").value = text;
+      run(text);
+    });
+  }
+
+  window.mirrorVerify = mirrorVerify;
+  window.mirrorVerifyMany = mirrorVerifyMany;
+  window.mirrorCanonical = mirrorCanonical;
+  window.mirrorLinkHash = mirrorLinkHash;
+  window.mirrorVerifySessionChain = mirrorVerifySessionChain;
+  window.mirrorVerifyInput = mirrorVerifyInput;
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const input = document.getElementById("input");
+    const drop = document.getElementById("drop");
+    if (!input) return;
+    document.getElementById("verify").addEventListener("click", () => run(input.value));
+    document.getElementById("clear").addEventListener("click", () => {
+      input.value = "";
+      render({ type: "empty" });
+    });
+    document.getElementById("file").addEventListener("change", (event) => {
+      if (event.target.files.length) readFile(event.target.files[0]);
+    });
+    drop.addEventListener("dragover", (event) => {
+      event.preventDefault();
+      drop.classList.add("over");
+    });
+    drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+    drop.addEventListener("drop", (event) => {
+      event.preventDefault();
+      drop.classList.remove("over");
+      if (event.dataTransfer.files.length) readFile(event.dataTransfer.files[0]);
+    });
+  });
+})();
