@@ -7,9 +7,27 @@ network request from its scripts, so what is pasted into it cannot leave the bro
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+import json
+from http import HTTPStatus
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.approvals.models import Approval, ApproverKey
+from apps.common.errors import DomainError
+from apps.console.services import (
+    APPROVAL_ID_PREFIX,
+    approval_by_access_token,
+    approval_for_member,
+    console_vote,
+)
+
+MAX_VOTE_BODY_BYTES = 64 * 1024
 
 # No connect-src, form-action or navigation target besides this origin's own pages; the
 # verifier's scripts may not fetch, post or open sockets at all.
@@ -25,3 +43,129 @@ def verify_page(request: HttpRequest) -> HttpResponse:
     response["Content-Security-Policy"] = VERIFY_CSP
     response["Referrer-Policy"] = "no-referrer"
     return response
+
+
+# --- The approver pages ----------------------------------------------------------------------
+
+# The approver page may post its vote to this origin and nowhere else.
+APPROVE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+def _approver_page(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+    response = render(request, template, context)
+    response["Content-Security-Policy"] = APPROVE_CSP
+    # The URL may hold a one-time token: never leak it in a Referer, never cache the page.
+    response["Referrer-Policy"] = "no-referrer"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+def approver_key_page(request: HttpRequest) -> HttpResponse:
+    """This browser's approver key (created here, never leaving it) and how to register it."""
+    return _approver_page(request, "console/approver_key.html", {})
+
+
+def _resolve(request: HttpRequest, ref: str) -> tuple[Approval | None, str]:
+    """The approval a link names, and how it was reached (``token`` or ``console``)."""
+    approval = approval_by_access_token(ref)
+    if approval is not None:
+        return approval, "token"
+    if ref.startswith(APPROVAL_ID_PREFIX):
+        return approval_for_member(request.user, ref), "console"
+    return None, "token"
+
+
+def _votes(approval: Approval) -> list[dict[str, Any]]:
+    labels = dict(
+        ApproverKey.objects.filter(
+            org_id=approval.org_id, public_key__in=approval.roster
+        ).values_list("public_key", "key_id")
+    )
+    return [
+        {
+            "approver_public_key": vote.approver_public_key,
+            "key_id": labels.get(vote.approver_public_key, ""),
+            "decision": vote.decision,
+            "voted_at": vote.voted_at.isoformat(),
+            "with_leg": bool(vote.record),
+        }
+        for vote in approval.votes.all()
+    ]
+
+
+def approval_state(approval: Approval) -> dict[str, Any]:
+    """What the page shows and signs; ``suspended_content`` is the stored JSON text."""
+    return {
+        "approval_id": approval.approval_id,
+        "action_hash": approval.action_hash,
+        "status": approval.status,
+        "flag": approval.flag,
+        "threshold": approval.threshold,
+        "lane": approval.lane,
+        "approved_count": approval.approved_count,
+        "roster": approval.roster,
+        "rule_id": approval.rule_id,
+        "workflow": approval.workflow,
+        "account": approval.account,
+        "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+        "resolved_at": approval.resolved_at.isoformat() if approval.resolved_at else None,
+        "votes": _votes(approval),
+        "suspended_content": approval.suspended_content,
+    }
+
+
+@require_GET
+def approval_page(request: HttpRequest, ref: str) -> HttpResponse:
+    approval, mode = _resolve(request, ref)
+    if approval is None:
+        if mode == "console" and not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path(), reverse("admin:login"))
+        response = _approver_page(request, "console/approval_missing.html", {})
+        response.status_code = HTTPStatus.NOT_FOUND
+        return response
+    page = {
+        **approval_state(approval),
+        "mode": mode,
+        # The co-signed leg is what the SDK assembles the L1 receipt from (key-scoped);
+        # a team-path token vote is the token alone, as on POST /v1/approvals/{id}/token.
+        "with_leg": mode == "console",
+        "vote_url": reverse("console-approval-vote", args=[ref]),
+        "csrf_token": get_token(request),
+    }
+    return _approver_page(request, "console/approval.html", {"page": page})
+
+
+def _error(status: HTTPStatus, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": code, "message": message}, status=status)
+
+
+@require_POST
+def approval_vote_endpoint(request: HttpRequest, ref: str) -> JsonResponse:
+    """The page's vote: ``{token, record?, co_sig_b64?}`` → the approval's new state."""
+    approval, _ = _resolve(request, ref)
+    if approval is None:
+        return _error(HTTPStatus.NOT_FOUND, "approval_not_found", "no such approval")
+    if len(request.body) > MAX_VOTE_BODY_BYTES:
+        return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "the body is too large")
+    try:
+        body = json.loads(request.body)
+    except ValueError:
+        return _error(HTTPStatus.BAD_REQUEST, "invalid_json", "the body is not JSON")
+    if not isinstance(body, dict) or set(body) - {"token", "record", "co_sig_b64"}:
+        return _error(
+            HTTPStatus.BAD_REQUEST, "invalid_input", "expected {token, record?, co_sig_b64?}"
+        )
+    try:
+        settled = console_vote(
+            approval=approval,
+            token_b64=body.get("token"),
+            record=body.get("record"),
+            co_sig_b64=body.get("co_sig_b64"),
+        )
+    except DomainError as error:
+        return _error(error.status, error.code, error.message)
+    return JsonResponse(approval_state(settled))

@@ -1,0 +1,124 @@
+"""What the approver page needs beyond apps/approvals/services: resolving the approval a page
+link names (with its org context), and submitting the browser-signed vote.
+
+Two kinds of link reach ``/approve/<ref>``:
+
+* the team-path profile's one-time ``token`` (``POST /v1/approvals`` shows it once and stores
+  ``blake3(token)`` in ``Approval.access_token_digest``): the link is the credential, and the
+  approval is found by that digest before any org is known (a ``SECURITY DEFINER`` function
+  under row-level security, see migration 0001);
+* a console link ``/approve/<approval_id>`` for a signed-in console member of the approval's
+  org (the Django admin session), used for key-scoped approvals, which have no such token.
+
+Either way the vote itself is authorized by the approver's signature: ``approval_vote``
+verifies the token against the frozen roster exactly as the API does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import orjson
+from blake3 import blake3
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
+
+from apps.approvals.errors import ApprovalContentMismatch
+from apps.approvals.models import Approval
+from apps.approvals.services import approval_refresh, approval_vote
+from apps.common.errors import InvalidInput
+from apps.tenancy.middleware import member_org_ids
+from apps.tenancy.org_context import activate_all_orgs, activate_orgs
+
+APPROVAL_ID_PREFIX = "apr_"
+# The decision tag's offset in an approval token: nonce (32 bytes), expiry (8), tag (1).
+_DECISION_TAG_OFFSET = 40
+_REJECT_TAG = 0x02
+MAX_TOKEN_BYTES = 16 * 1024
+
+
+def access_token_digest(token: str) -> str:
+    """How ``teampath_apis.ApprovalOpenApi`` stores the one-time token."""
+    return blake3(token.encode()).hexdigest()
+
+
+def approval_by_access_token(token: str) -> Approval | None:
+    """The approval whose one-time page token is ``token``; its org becomes the context."""
+    if not token:
+        return None
+    digest = access_token_digest(token)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT * FROM mirror_approval_by_token_digest(%s)", [digest])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        approval_pk, org_id = int(row[0]), int(row[1])
+        activate_orgs([org_id])
+        found = Approval.objects.filter(pk=approval_pk).first()
+    else:
+        found = Approval.objects.filter(access_token_digest=digest).first()
+    return approval_refresh(found) if found is not None else None
+
+
+def approval_for_member(
+    user: AbstractBaseUser | AnonymousUser, approval_id: str
+) -> Approval | None:
+    """The approval ``approval_id`` if ``user`` may see it (a member of its org, or a
+    superuser); the user's orgs become the context. Another org's approval is None."""
+    if not (user.is_authenticated and user.is_active):
+        return None
+    if getattr(user, "is_superuser", False):
+        activate_all_orgs()
+        found = Approval.objects.filter(approval_id=approval_id).first()
+    else:
+        org_ids = member_org_ids(int(user.pk))
+        activate_orgs(org_ids)
+        found = Approval.objects.filter(approval_id=approval_id, org_id__in=org_ids).first()
+    return approval_refresh(found) if found is not None else None
+
+
+def _token_bytes(token_b64: object) -> bytes:
+    if not isinstance(token_b64, str) or not token_b64:
+        raise InvalidInput("token: required, the approver's signed token in base64")
+    if len(token_b64) > MAX_TOKEN_BYTES:
+        raise InvalidInput("token: too long")
+    try:
+        return base64.b64decode(token_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("token: not valid base64") from None
+
+
+def console_vote(
+    *, approval: Approval, token_b64: object, record: object = None, co_sig_b64: object = None
+) -> Approval:
+    """Record the browser-signed vote through ``approval_vote`` (its checks, unchanged).
+
+    The decision is the one the token carries (the signature covers its tag, and a bad tag
+    is refused by the verifier). ``record`` + ``co_sig_b64`` are the approver's co-signed
+    leg (approvals.md §5/§6), verified and stored verbatim by ``approval_vote``.
+    """
+    token = _token_bytes(token_b64)
+    if record is not None and not isinstance(record, str):
+        raise InvalidInput("record: the ApproverRecord as JSON text")
+    if co_sig_b64 is not None and not isinstance(co_sig_b64, str):
+        raise InvalidInput("co_sig_b64: a base64 string")
+    if (record is None) != (co_sig_b64 is None):
+        raise InvalidInput("record and co_sig_b64 come together")
+    if not approval.suspended_content:
+        raise ApprovalContentMismatch(
+            "the approval holds no suspended content to check the token against"
+        )
+    rejected = len(token) > _DECISION_TAG_OFFSET and token[_DECISION_TAG_OFFSET] == _REJECT_TAG
+    content: dict[str, Any] = orjson.loads(approval.suspended_content)
+    return approval_vote(
+        org=approval.org,
+        action_hash=approval.action_hash,
+        token=token,
+        action_content=content,
+        decision="rejected" if rejected else "approved",
+        record=record,
+        co_sig_b64=co_sig_b64,
+    )

@@ -1,0 +1,384 @@
+"""The approver page: byte equality with the Python token and co-sign builders, and real
+approvals voted from Chromium with a browser-held, non-extractable key."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import struct
+import time
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.test import Client
+
+from apps.approvals.models import Approval, ApprovalStatus
+from apps.approvals.services import (
+    approval_assembly,
+    approval_get,
+    approval_open,
+    approval_vote,
+    approver_key_register,
+)
+from apps.approvals.tokens import assemble_quorum_from_parts
+from apps.console.services import access_token_digest, approval_by_access_token
+from apps.receipts.verifier import verify_receipt
+from apps.tenancy.org_context import activate_default, activate_orgs
+from tests.approvals.conftest import Approver
+from tests.conftest import is_postgres
+from tests.receipts.factories import Agent
+
+VECTORS = Path(__file__).resolve().parents[1] / "data" / "vectors"
+
+
+def vector_cases(name: str, *ops: str) -> list[dict[str, Any]]:
+    cases = json.loads((VECTORS / f"{name}.json").read_text())["cases"]
+    return [case for case in cases if case["op"] in ops]
+
+
+@pytest.fixture
+def key_page(page, live_server) -> Any:
+    page.goto(f"{live_server.url}/approve/")
+    page.wait_for_function("window.mirrorApprover !== undefined")
+    return page
+
+
+def test_token_messages_built_in_the_browser_equal_the_reference(key_page) -> None:
+    cases = [
+        c for c in vector_cases("approval_tokens", "verify_approval_token") if c.get("derived")
+    ]
+    items = []
+    for case in cases:
+        token = bytes.fromhex(case["inputs"]["token_hex"])
+        nonce, expiry, tag, scope_len = struct.unpack_from(">32sQBI", token)
+        items.append(
+            [
+                nonce.hex(),
+                str(expiry),
+                {1: "approved", 2: "rejected"}[tag],
+                token[45 : 45 + scope_len].decode(),
+                case["inputs"]["action_canonical_hex"],
+            ]
+        )
+    got = key_page.evaluate(
+        "(items) => items.map((i) => window.mirrorApprover.tokenMessageHex(...i))", items
+    )
+    assert got == [case["derived"]["signed_payload_hex"] for case in cases]
+    assert len(cases) >= 5
+
+
+def test_cosign_payloads_built_in_the_browser_equal_the_reference(key_page) -> None:
+    cases = vector_cases("cosign", "l1_cosign_payload", "quorum_cosign_payload")
+    got = key_page.evaluate(
+        """(cases) => cases.map((c) => c.op === "l1_cosign_payload"
+            ? window.mirrorApprover.l1PayloadHex(
+                c.inputs.suspended_content_json, c.inputs.approver_record_json)
+            : window.mirrorApprover.quorumPayloadHex(
+                c.inputs.suspended_content_json, c.inputs.threshold,
+                JSON.parse(c.inputs.roster_json), c.inputs.approver_record_json))""",
+        cases,
+    )
+    for case, result in zip(cases, got, strict=True):
+        assert result["ok"] is case["expected"]["ok"], case["name"]
+        if result["ok"]:
+            assert result["payload_hex"] == case["expected"]["payload_hex"], case["name"]
+    assert len(cases) == 12
+
+
+def browser_key(page: Any) -> str:
+    """Create (or read) the browser's approver key on the key page, as a person would."""
+    if page.evaluate("() => window.mirrorApprover.publicKey()") is None:
+        page.click("#create-key")
+    page.wait_for_selector("body[data-key='ready']")
+    public: str = page.inner_text("#public-key").strip()
+    assert public == page.evaluate("() => window.mirrorApprover.publicKey()")
+    return public
+
+
+def suspended_receipt(agent: Agent, **fields: Any) -> dict[str, Any]:
+    content = agent.content()
+    content["action"]["fields"] = {"amount_minor": 125_000, "payee": "ACME GmbH", **fields}
+    content["policy"] = {
+        "rule_id": "payment.large.requires_approval",
+        "rule_display": "When any agent performs payment over 1000, then require approval.",
+        "matched_conditions": [{"field": "amount_minor", "op": "gt", "value": 100_000}],
+        "decision_path": "require_approval",
+    }
+    return agent.sign(content)
+
+
+def stored_content(receipt: dict[str, Any]) -> dict[str, Any]:
+    decoded = verify_receipt(json.dumps(receipt)).receipt
+    assert decoded is not None
+    content: dict[str, Any] = orjson.loads(decoded.stored_text)["content"]
+    return content
+
+
+def open_with_token(cast: Any, receipt: dict[str, Any], threshold: int = 1) -> tuple[str, str]:
+    """Open an approval as the team-path ``POST /v1/approvals`` does: a one-time token."""
+    token = secrets.token_urlsafe(32)
+    opened = approval_open(
+        org=cast.acme,
+        action_hash=receipt["content"]["action_hash"],
+        threshold=threshold,
+        suspended_content=stored_content(receipt),
+        access_token_digest=access_token_digest(token),
+    )
+    return token, opened.approval.action_hash
+
+
+def test_a_team_path_approval_is_approved_from_the_browser(cast, key_page, live_server) -> None:
+    public = browser_key(key_page)
+    approver_key_register(org=cast.acme, public_key=public, key_id="browser")
+    receipt = suspended_receipt(Agent(), note="wire to supplier")
+    token, action_hash = open_with_token(cast, receipt)
+
+    key_page.goto(f"{live_server.url}/approve/{token}")
+    key_page.wait_for_selector("body[data-ready='yes']")
+    shown = key_page.inner_text("main")
+    for text in ("payment.large.requires_approval", "ops/nightly", "search", "ACME GmbH"):
+        assert text in shown
+    assert "1 of 1 (single lane)" in shown
+    key_page.fill("#reason", "invoice checked")
+    key_page.click("#approve")
+    key_page.wait_for_selector("#vote-result[data-outcome='recorded']")
+    assert key_page.inner_text("#status") == "approved"
+
+    approval = approval_get(org=cast.acme, action_hash=action_hash)
+    assert approval.status == ApprovalStatus.APPROVED
+    vote = approval.votes.get()
+    assert vote.approver_public_key == public
+    assert vote.record == ""  # a team-path vote is the token alone
+
+
+def test_a_rejection_from_the_browser_rejects(cast, key_page, live_server) -> None:
+    public = browser_key(key_page)
+    approver_key_register(org=cast.acme, public_key=public, key_id="browser")
+    token, action_hash = open_with_token(cast, suspended_receipt(Agent()))
+    key_page.goto(f"{live_server.url}/approve/{token}")
+    key_page.wait_for_selector("body[data-ready='yes']")
+    key_page.click("#reject")
+    key_page.wait_for_selector("#vote-result[data-outcome='recorded']")
+    assert approval_get(org=cast.acme, action_hash=action_hash).status == ApprovalStatus.REJECTED
+
+
+def test_a_key_not_on_the_roster_cannot_vote(cast, key_page, live_server) -> None:
+    browser_key(key_page)  # created but never registered
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    token, _ = open_with_token(cast, suspended_receipt(Agent()))
+    key_page.goto(f"{live_server.url}/approve/{token}")
+    key_page.wait_for_selector("body[data-ready='no']")
+    assert "not on this approval's roster" in key_page.inner_text("#vote-result")
+
+
+def login(page: Any, live_server: Any, username: str) -> None:
+    """Carry a Django session of ``username`` into the browser (the console's login)."""
+    from django.contrib.auth import get_user_model
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=username))
+    activate_default()
+    cookie = client.cookies["sessionid"]
+    page.context.add_cookies([{"name": "sessionid", "value": cookie.value, "url": live_server.url}])
+
+
+def test_a_key_scoped_quorum_is_completed_from_the_console_and_assembles(
+    cast, key_page, live_server
+) -> None:
+    public = browser_key(key_page)
+    approver_key_register(org=cast.acme, public_key=public, key_id="browser")
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    agent = Agent()
+    receipt = suspended_receipt(agent)
+    content = stored_content(receipt)
+    action_hash = receipt["content"]["action_hash"]
+    approval = approval_open(
+        org=cast.acme, action_hash=action_hash, threshold=2, suspended_content=content
+    ).approval
+    record, co_sig = alice.leg(content, threshold=2, roster=approval.roster)
+    approval_vote(
+        org=cast.acme,
+        action_hash=action_hash,
+        token=base64.b64decode(alice.token(content, scope=approval.rule_id)),
+        action_content=content,
+        record=record,
+        co_sig_b64=co_sig,
+    )
+
+    login(key_page, live_server, "acme-viewer")
+    key_page.goto(f"{live_server.url}/approve/{approval.approval_id}")
+    key_page.wait_for_selector("body[data-ready='yes']")
+    assert "2 of 2 (quorum lane)" in key_page.inner_text("main")
+    assert "alice" in key_page.inner_text("#votes")
+    key_page.fill("#reason", "second pair of eyes")
+    key_page.click("#approve")
+    key_page.wait_for_selector("#vote-result[data-outcome='recorded']")
+
+    assert approval_get(org=cast.acme, action_hash=action_hash).status == ApprovalStatus.APPROVED
+    parts = approval_assembly(org=cast.acme, action_hash=action_hash)
+    assert {leg["approver_pubkey_b64"] for leg in parts["legs"]} == {alice.public, public}
+    browser_leg = next(leg for leg in parts["legs"] if leg["approver_pubkey_b64"] == public)
+    assert json.loads(browser_leg["record"])["reason"] == "second pair of eyes"
+    l1 = assemble_quorum_from_parts(
+        agent.key,
+        suspended_content=parts["suspended_content"],
+        threshold=parts["threshold"],
+        roster=parts["roster"],
+        parts=parts["legs"],
+    )
+    verdict = verify_receipt(json.dumps(l1))
+    assert (verdict.kind, verdict.trust_level) == ("Valid", "L1")
+
+
+def test_a_single_lane_console_vote_carries_a_leg_that_assembles(
+    cast, key_page, live_server
+) -> None:
+    from apps.approvals.tokens import assemble_l1_from_parts
+
+    public = browser_key(key_page)
+    approver_key_register(org=cast.acme, public_key=public, key_id="browser")
+    agent = Agent()
+    receipt = suspended_receipt(agent)
+    content = stored_content(receipt)
+    approval = approval_open(
+        org=cast.acme, action_hash=receipt["content"]["action_hash"], suspended_content=content
+    ).approval
+    login(key_page, live_server, "acme-owner")
+    key_page.goto(f"{live_server.url}/approve/{approval.approval_id}")
+    key_page.wait_for_selector("body[data-ready='yes']")
+    key_page.click("#approve")
+    key_page.wait_for_selector("#vote-result[data-outcome='recorded']")
+    parts = approval_assembly(org=cast.acme, action_hash=approval.action_hash)
+    (leg,) = parts["legs"]
+    l1 = assemble_l1_from_parts(
+        agent.key,
+        suspended_content=parts["suspended_content"],
+        record=leg["record"],
+        approver_pubkey_b64=leg["approver_pubkey_b64"],
+        co_sig_b64=leg["co_sig_b64"],
+    )
+    verdict = verify_receipt(json.dumps(l1))
+    assert (verdict.kind, verdict.trust_level) == ("Valid", "L1")
+
+
+# --- Links and their authorization (Django test client; no browser) -----------------------
+
+
+@pytest.fixture
+def console_approval(cast) -> Approval:
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    receipt = suspended_receipt(Agent())
+    return approval_open(
+        org=cast.acme,
+        action_hash=receipt["content"]["action_hash"],
+        suspended_content=stored_content(receipt),
+    ).approval
+
+
+def test_an_unknown_token_is_not_found(client, db) -> None:
+    response = client.get("/approve/" + secrets.token_urlsafe(32))
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    response = client.post("/approve/nope/vote", "{}", content_type="application/json")
+    assert response.status_code in (HTTPStatus.NOT_FOUND, HTTPStatus.FORBIDDEN)
+
+
+def test_a_console_link_needs_a_signed_in_member(client, console_approval) -> None:
+    response = client.get(f"/approve/{console_approval.approval_id}")
+    assert response.status_code == HTTPStatus.FOUND
+    assert response["Location"].startswith("/admin/login/")
+
+
+def test_another_orgs_member_gets_not_found(client, cast, console_approval) -> None:
+    from apps.tenancy.models import Role
+    from apps.tenancy.services import membership_add
+
+    membership_add(org=cast.globex, username="globex-owner", role=Role.OWNER, password="pw")
+    client.login(username="globex-owner", password="pw")
+    activate_default()
+    response = client.get(f"/approve/{console_approval.approval_id}")
+    assert response.status_code == HTTPStatus.NOT_FOUND
+
+
+def test_a_member_sees_the_page_with_its_policy(client, console_approval) -> None:
+    client.login(username="acme-viewer", password="pw-viewer")
+    activate_default()
+    response = client.get(f"/approve/{console_approval.approval_id}")
+    assert response.status_code == HTTPStatus.OK
+    assert "connect-src 'self'" in response["Content-Security-Policy"]
+    assert response["Referrer-Policy"] == "no-referrer"
+    assert console_approval.action_hash in response.content.decode()
+
+
+def test_a_vote_endpoint_refuses_a_forged_token_with_the_reason(cast, console_approval) -> None:
+    client = Client(enforce_csrf_checks=False)
+    client.login(username="acme-viewer", password="pw-viewer")
+    activate_default()
+    forged = base64.b64encode(os.urandom(200)).decode()
+    response = client.post(
+        f"/approve/{console_approval.approval_id}/vote",
+        json.dumps({"token": forged}),
+        content_type="application/json",
+    )
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert response.json()["error"]
+    response = client.post(
+        f"/approve/{console_approval.approval_id}/vote",
+        json.dumps({"token": forged, "extra": 1}),
+        content_type="application/json",
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+
+
+def test_the_vote_endpoint_needs_the_csrf_token(cast, console_approval) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.login(username="acme-viewer", password="pw-viewer")
+    activate_default()
+    response = client.post(
+        f"/approve/{console_approval.approval_id}/vote",
+        json.dumps({"token": "AAAA"}),
+        content_type="application/json",
+    )
+    assert response.status_code == HTTPStatus.FORBIDDEN
+
+
+def test_a_token_resolves_without_any_org_context(cast) -> None:
+    """Under row-level security the lookup works before the org is known (migration 0001)."""
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    receipt = suspended_receipt(Agent())
+    token, action_hash = open_with_token(cast, receipt)
+    activate_orgs(())
+    try:
+        if is_postgres():
+            assert not Approval.objects.filter(action_hash=action_hash).exists()
+        approval = approval_by_access_token(token)
+        assert approval is not None
+        assert approval.action_hash == action_hash
+        assert approval_by_access_token(token + "x") is None
+        assert approval_by_access_token("") is None
+    finally:
+        activate_default()
+
+
+def test_an_expired_token_vote_is_refused(cast) -> None:
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    receipt = suspended_receipt(Agent())
+    token, _ = open_with_token(cast, receipt)
+    content = stored_content(receipt)
+    stale = alice.token(
+        content, scope="payment.large.requires_approval", expiry=int(time.time()) - 5
+    )
+    response = Client().post(
+        f"/approve/{token}/vote", json.dumps({"token": stale}), content_type="application/json"
+    )
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert "expired" in response.json()["message"]
