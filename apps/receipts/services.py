@@ -9,7 +9,6 @@ receipt pushed concurrently twice is stored once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +34,8 @@ from apps.receipts.errors import (
 )
 from apps.receipts.mirror_chain import chain_hash, receipt_digest
 from apps.receipts.models import MirrorEntry, TrustLevel
-from apps.receipts.verifier import DecodedReceipt, link_hash
+from apps.receipts.verifier import DecodedReceipt, canonicalize, link_hash, parse_json
+from apps.receipts.verifier.schema import decode_envelope
 from apps.tenancy.models import ApiKey, Org
 
 # Members the approval flow adds to a suspended L0 body (approvals.md §5-6, server.md §4).
@@ -244,14 +244,22 @@ def _supersede_target(
         )
     if trust_level != TrustLevel.L1:
         raise SupersedeRefused(f"the superseding receipt is {trust_level}; it must be L1")
-    if _bound_content(receipt.content, promoted=True) != _bound_content(
-        json.loads(target.receipt)["content"], promoted=False
+    if canonicalize(_bound_content(receipt.content, promoted=True)) != canonicalize(
+        _bound_content(_stored_content(target.receipt), promoted=False)
     ):
         raise SupersedeRefused(
             f"the receipt is not the approved form of {target_hash}: its content, without "
             "the approval block and at L0, differs from the superseded content"
         )
     return target
+
+
+def _stored_content(stored_text: str) -> dict[str, Any]:
+    """A stored receipt's content decoded exactly as a pushed one is (numbers as the
+    verifier holds them), so the binding check compares like with like."""
+    envelope, _ = decode_envelope(parse_json(stored_text))
+    content: dict[str, Any] = envelope["content"]
+    return content
 
 
 def _bound_content(content: dict[str, Any], *, promoted: bool) -> dict[str, Any]:

@@ -196,6 +196,16 @@ class TestSupersede:
         assert old_entry.superseded_by == new_entry.action_hash
         assert json.loads(old_entry.receipt) == suspended  # marked, never rewritten
 
+    @pytest.mark.parametrize("value", [2**53 + 1, 1.5e300, -(2**60), 0.1])
+    def test_numbers_beyond_doubles_still_bind(self, push, agent, approver_key, value):
+        content = agent.content()
+        content["action"]["fields"]["big"] = value
+        suspended = agent.sign(content)
+        assert push(suspended).status_code == HTTPStatus.CREATED
+        approved = agent.approve_l1(suspended, approver_key)
+        response = push(approved, supersedes=suspended["content"]["action_hash"])
+        assert response.status_code == HTTPStatus.CREATED, response.json()
+
     def test_re_pushing_the_same_supersede_is_a_duplicate(self, push, agent, approver_key):
         suspended = agent.receipt()
         push(suspended)
