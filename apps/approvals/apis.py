@@ -7,6 +7,7 @@ import binascii
 from http import HTTPStatus
 from typing import Any
 
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +23,14 @@ from apps.approvals.services import (
 from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.http import read_json_body
+from apps.common.openapi import (
+    HEX64,
+    json_body,
+    keyscoped_error,
+    keyscoped_errors,
+    ok,
+    path_parameter,
+)
 from apps.receipts.verifier import DecodeError, decode_content, object_members, parse_json
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
@@ -42,6 +51,28 @@ def approval_view(approval: Approval) -> dict[str, Any]:
     }
 
 
+ACTION_HASH_PARAMETER = path_parameter("action_hash", "The suspended action's hash.", HEX64)
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="approval_open",
+        summary="Open, or re-open, the approval of a suspended action (scope approvals:write)",
+        tags=["approvals"],
+        request=json_body("ApprovalOpenRequest"),
+        responses={
+            201: ok("ApprovalView", "Opened, `pending`."),
+            200: ok("ApprovalView", "It existed already: the existing approval."),
+            **keyscoped_errors(
+                403,
+                s422=keyscoped_error(
+                    "Not JSON or fails validation, or the threshold is above the roster of "
+                    "active approver keys."
+                ),
+            ),
+        },
+    )
+)
 class ApprovalOpenApi(KeyScopedSdkApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
@@ -63,6 +94,18 @@ class ApprovalOpenApi(KeyScopedSdkApi):
         )
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="approval_detail",
+        summary="Poll an approval by the action it gates (scope approvals:write)",
+        tags=["approvals"],
+        parameters=[ACTION_HASH_PARAMETER],
+        responses={
+            200: ok("ApprovalView", "Expiry applied on read."),
+            **keyscoped_errors(403, 404),
+        },
+    )
+)
 class ApprovalDetailApi(KeyScopedSdkApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
@@ -111,6 +154,33 @@ def _submit_body(raw: bytes) -> dict[str, Any]:
     }
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="approval_submit_token",
+        summary="Record one vote from a human-signed approval token (scope approvals:write)",
+        tags=["approvals"],
+        parameters=[ACTION_HASH_PARAMETER],
+        request=json_body("SubmitTokenRequest"),
+        responses={
+            200: ok("ApprovalView", "The updated approval."),
+            **keyscoped_errors(
+                404,
+                413,
+                s403=keyscoped_error(
+                    "The key lacks the scope, or the token is refused (the reason in `detail`)."
+                ),
+                s409=keyscoped_error(
+                    "`action_content` does not hash to `action_hash`, a second vote by the same "
+                    "approver key, or a vote on a resolved approval."
+                ),
+                s410=keyscoped_error("The approval expired."),
+                s422=keyscoped_error(
+                    "Not JSON or fails validation, or a co-signed leg is refused."
+                ),
+            ),
+        },
+    )
+)
 class ApprovalSubmitTokenApi(KeyScopedSdkApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
@@ -121,6 +191,20 @@ class ApprovalSubmitTokenApi(KeyScopedSdkApi):
         return Response(approval_view(approval))
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="approval_assembly",
+        summary="The co-signed legs to assemble the L1 receipt from (scope approvals:write)",
+        tags=["approvals"],
+        parameters=[ACTION_HASH_PARAMETER],
+        responses={
+            200: ok("ApprovalAssembly"),
+            **keyscoped_errors(
+                403, 404, s409=keyscoped_error("Not yet approved with enough co-signed legs.")
+            ),
+        },
+    )
+)
 class ApprovalAssemblyApi(KeyScopedSdkApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
@@ -128,6 +212,24 @@ class ApprovalAssemblyApi(KeyScopedSdkApi):
         return Response(approval_assembly(org=sdk_principal(request).org, action_hash=action_hash))
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="approver_key_register",
+        summary="Register an approver's Ed25519 public key (scope approvers:write only)",
+        tags=["approvals"],
+        request=json_body("ApproverKeyRegisterRequest"),
+        responses={
+            201: ok("ApproverKey"),
+            **keyscoped_errors(
+                403,
+                s409=keyscoped_error(
+                    "An operator key seen in the org's receipts, or the key or key id is taken."
+                ),
+                s422=keyscoped_error("Not JSON or fails validation (not a 32-byte base64 key)."),
+            ),
+        },
+    )
+)
 class ApproverKeyRegisterApi(KeyScopedSdkApi):
     """POST /v1/orgs/register-approver-pubkey: scope ``approvers:write`` only."""
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -36,6 +37,13 @@ from apps.approvals.services import (
 )
 from apps.common.errors import DomainError, InvalidInput
 from apps.common.http import read_json_body
+from apps.common.openapi import (
+    json_body,
+    ok,
+    path_parameter,
+    teampath_error,
+    teampath_errors,
+)
 from apps.common.teampath import TeamPathApi
 from apps.receipts.teampath_apis import checked_receipt, parse_body
 from apps.receipts.verifier import JsonValue, object_members
@@ -98,6 +106,29 @@ def approval_record(approval: Approval) -> dict[str, Any]:
     }
 
 
+APPROVAL_ID_PARAMETER = path_parameter("approval_id", "The id returned on opening.")
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="approval_open",
+        summary="Open an approval for a suspended receipt (scope approvals:write)",
+        tags=["approvals"],
+        request=json_body("OpenApprovalRequest"),
+        responses={
+            201: ok("OpenApprovalResult", "Opened; the one-time approver `token` is shown once."),
+            200: ok("OpenApprovalResult", "Opened before for this action: the same id, no token."),
+            **teampath_errors(
+                body=True,
+                s422=teampath_error(
+                    ["receipt_rejected", "receipt_not_suspended", "validation_failed"],
+                    "The receipt fails re-verification, does not wait for a human, or the active "
+                    "approver keys cannot meet the threshold",
+                ),
+            ),
+        },
+    )
+)
 class ApprovalOpenApi(TeamPathApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
@@ -126,6 +157,20 @@ class ApprovalOpenApi(TeamPathApi):
         return Response(answer, status=HTTPStatus.CREATED if created else HTTPStatus.OK)
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="approval_poll",
+        summary="Poll an approval's outcome (scope approvals:write)",
+        tags=["approvals"],
+        parameters=[APPROVAL_ID_PARAMETER],
+        responses={
+            200: ok("PollApprovalResult", "`approval` is present once settled."),
+            **teampath_errors(
+                s404=teampath_error(["approval_not_found", "not_found"], "No such approval here")
+            ),
+        },
+    )
+)
 class ApprovalPollApi(TeamPathApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
@@ -156,6 +201,32 @@ def _token_decision(token: bytes) -> str:
     return "approved"
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="approval_token",
+        summary="Settle an approval with the approver's signed token (scope approvals:write)",
+        tags=["approvals"],
+        parameters=[APPROVAL_ID_PARAMETER],
+        request=json_body("TokenSubmitRequest"),
+        responses={
+            200: ok("Approval", "The approval record after the vote."),
+            **teampath_errors(
+                body=True,
+                s403=teampath_error(
+                    ["forbidden", "token_rejected"],
+                    "The key lacks the scope, or the token is refused",
+                ),
+                s404=teampath_error(["approval_not_found", "not_found"], "No such approval here"),
+                s409=teampath_error(
+                    ["approval_settled", "duplicate_vote", "content_mismatch"],
+                    "Already settled, a second vote by the same key, or no suspended content",
+                ),
+                s410=teampath_error(["approval_expired"], "After `expiresAt`"),
+                s422=teampath_error(["leg_rejected", "validation_failed"], "A refused leg"),
+            ),
+        },
+    )
+)
 class ApprovalTokenSubmitApi(TeamPathApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 

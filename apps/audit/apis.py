@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.audit.selectors import audit_chain_window
 from apps.common.api import DashboardApi
+from apps.common.openapi import keyscoped_errors, ok
 from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required
 
@@ -17,6 +19,28 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="audit_chain",
+        summary="A window of the org's tamper-evident mirror chain, newest first (auditor+)",
+        tags=["dashboard"],
+        parameters=[
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+                OpenApiParameter.QUERY,
+                description="Entries in the window.",
+            ),
+            OpenApiParameter(
+                "before",
+                {"type": "integer", "minimum": 1},
+                OpenApiParameter.QUERY,
+                description="Only entries with `seq` below this (the previous answer's `next`).",
+            ),
+        ],
+        responses={200: ok("AuditChain"), **keyscoped_errors(403, 422)},
+    )
+)
 class AuditChainApi(DashboardApi):
     permission_classes = [role_required(Role.AUDITOR)]
 

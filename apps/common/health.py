@@ -10,15 +10,26 @@ from __future__ import annotations
 from http import HTTPStatus
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.common.openapi import ok, ref
 from apps.common.readiness import readiness
 from apps.common.responses import logged_already
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="healthz",
+        summary="Liveness: the process answers (no database)",
+        tags=["operations"],
+        auth=[],
+        responses={200: ok("Health")},
+    )
+)
 class HealthzApi(APIView):
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
@@ -27,6 +38,18 @@ class HealthzApi(APIView):
         return Response({"status": "ok"})
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="readyz",
+        summary="Readiness: database, cache and migrations",
+        tags=["operations"],
+        auth=[],
+        responses={
+            200: ok("Readiness"),
+            503: ok(ref("Readiness"), "Not ready; `failed` names the checks; see `Retry-After`."),
+        },
+    )
+)
 class ReadyzApi(APIView):
     """200 ``{"status": "ready", "checks"}``; 503 with ``Retry-After`` naming the failure."""
 

@@ -6,11 +6,13 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.common.api import DashboardApi, KeyScopedSdkApi
+from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
 from apps.policy.models import DeployChannel
 from apps.policy.preview import PreviewReport, policy_preview
 from apps.policy.selectors import ActivePolicy, policy_active
@@ -34,6 +36,14 @@ def pull_response(active: ActivePolicy) -> dict[str, Any]:
     }
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="policy_pull",
+        summary="The org's active policy bundle (scope policy:read)",
+        tags=["policy"],
+        responses={200: ok("PolicyPullResponse"), **keyscoped_errors(403)},
+    )
+)
 class PolicyPullApi(KeyScopedSdkApi):
     permission_classes = [scope_required(Scope.POLICY_READ)]
 
@@ -48,6 +58,28 @@ class _TomlField(serializers.CharField):
         super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="policy_deploy",
+        summary="Validate and activate a policy (dashboard, manager or higher)",
+        tags=["policy"],
+        request=json_body("PolicyDeployRequest"),
+        responses={
+            200: ok("PolicyPullResponse", "The new pin (the same id and hash for the same TOML)."),
+            **keyscoped_errors(
+                403,
+                s409=keyscoped_error(
+                    "A floor-bypass attempt, or `expected_policy_hash` is not the active pin.",
+                    "PolicyConflict",
+                ),
+                s422=keyscoped_error(
+                    "Not JSON or fails validation, or the TOML does not parse (`result`).",
+                    "PolicyParseError",
+                ),
+            ),
+        },
+    )
+)
 class PolicyDeployApi(DashboardApi):
     permission_classes = [role_required(Role.MANAGER)]
 
@@ -105,6 +137,25 @@ def preview_response(report: PreviewReport) -> dict[str, Any]:
     }
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="policy_preview",
+        summary="Replay recent receipts under a draft policy; deploys nothing (manager+)",
+        tags=["policy"],
+        request=json_body("PolicyPreviewRequest"),
+        responses={
+            200: ok("PolicyPreview"),
+            **keyscoped_errors(
+                403,
+                s422=keyscoped_error(
+                    "Not JSON or fails validation (`days` out of range), or the draft does not "
+                    "parse (`result`).",
+                    "PolicyParseError",
+                ),
+            ),
+        },
+    )
+)
 class PolicyPreviewApi(DashboardApi):
     """Replays the org's recent action receipts through a draft policy; deploys nothing."""
 

@@ -11,10 +11,12 @@ from datetime import UTC
 from functools import lru_cache
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.common.errors import NotFound
+from apps.common.openapi import ok, path_parameter, teampath_error, teampath_errors
 from apps.common.teampath import TeamPathApi, team_of_key
 from apps.policy.rules import Policy, load_policy, render_policy_json
 from apps.policy.selectors import policy_active
@@ -41,6 +43,25 @@ def loaded_policy(toml: str) -> Policy:
     return loaded.policy
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="team_policy",
+        summary="The team's policy bundle (scope policy:read)",
+        tags=["policy"],
+        parameters=[
+            path_parameter("team_id", "The team: the key's own org slug.", "^[-a-zA-Z0-9_]+$")
+        ],
+        responses={
+            200: ok("PolicyBundle"),
+            **teampath_errors(
+                s404=teampath_error(
+                    ["team_not_found", "policy_not_found", "not_found"],
+                    "Not the key's own team, or the team never deployed a policy",
+                )
+            ),
+        },
+    )
+)
 class TeamPolicyApi(TeamPathApi):
     permission_classes = [scope_required(Scope.POLICY_READ)]
 

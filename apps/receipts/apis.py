@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -15,6 +16,7 @@ from apps.approvals.services import approval_open_for_suspended, is_suspended
 from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.http import read_json_body
+from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
 from apps.receipts.errors import QuotaExceeded, ReceiptMalformed, ReceiptRejected
 from apps.receipts.services import receipt_append
 from apps.receipts.verifier import (
@@ -82,6 +84,34 @@ def verified_receipt(receipt: JsonValue) -> tuple[DecodedReceipt, str]:
     return verdict.receipt, verdict.trust_level
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="receipt_push",
+        summary="Mirror one signed receipt (scope receipts:write)",
+        tags=["receipts"],
+        request=json_body("ReceiptPushRequest"),
+        responses={
+            201: ok("ReceiptPushResponse", "Verified and appended (`status` `appended`)."),
+            200: ok("ReceiptPushResponse", "Already mirrored (`status` `duplicate`): its `seq`."),
+            **keyscoped_errors(
+                403,
+                413,
+                s402=ok("ReceiptQuotaExceeded", "The org's monthly soft-cap is reached."),
+                s404=keyscoped_error("`supersedes_action_hash` names no mirrored receipt."),
+                s409=keyscoped_error(
+                    "Re-verification failed (`kind`), a refused supersede, or a chain constraint "
+                    "(fork, broken session link).",
+                    "ReceiptRefusal",
+                ),
+                s422=keyscoped_error(
+                    "Not JSON / not `application/json`, `receipt` or `content` missing or not "
+                    "objects, or the receipt does not decode (`kind` `Malformed`).",
+                    "ReceiptRefusal",
+                ),
+            ),
+        },
+    )
+)
 class ReceiptPushApi(KeyScopedSdkApi):
     permission_classes = [scope_required(Scope.RECEIPTS_WRITE)]
 

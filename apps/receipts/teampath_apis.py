@@ -16,11 +16,20 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.common.errors import DomainError, InvalidInput, InvalidJson
 from apps.common.http import read_json_body
+from apps.common.openapi import (
+    json_body,
+    list_of,
+    ok,
+    receipt_refusal,
+    teampath_error,
+    teampath_errors,
+)
 from apps.common.teampath import TeamPathApi, domain_error_response
 from apps.receipts.apis import verified_receipt
 from apps.receipts.errors import (
@@ -104,6 +113,43 @@ def refused_result(receipt_id: str, refusal: DomainError) -> dict[str, Any]:
     }
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="receipt_push",
+        summary="Submit one signed receipt to the outbox (scope receipts:write)",
+        tags=["receipts"],
+        request=json_body("ActionReceipt"),
+        responses={
+            201: ok("OutboxPushResult", "Stored (`accepted` true)."),
+            200: ok("OutboxPushResult", "Already stored (the same `action_hash`)."),
+            **teampath_errors(
+                body=True,
+                s400=teampath_error(
+                    ["invalid_json", "validation_failed"],
+                    "Not JSON, not an object with a `content` object, or the receipt does not "
+                    "decode (`rejectionReason` `Malformed: ...`)",
+                    members=receipt_refusal(required=False),
+                ),
+                s409=teampath_error(
+                    ["chain_constraint"],
+                    "A session-continuity refusal: a fork or a broken link",
+                    members=receipt_refusal(required=True),
+                ),
+                s422=teampath_error(
+                    ["receipt_rejected"],
+                    "Fails server-side re-verification",
+                    members=receipt_refusal(required=True),
+                ),
+                s429=teampath_error(
+                    ["quota_exceeded", "rate_limited"],
+                    "The monthly receipt quota is used up (with the result members; `Retry-After` "
+                    "until next month) or over the request rate",
+                    members=receipt_refusal(required=False),
+                ),
+            ),
+        },
+    )
+)
 class ReceiptPushApi(TeamPathApi):
     """One receipt: 201 stored, 200 already stored; a refusal of the receipt answers its
     error status with the ``OutboxPushResult`` members beside ``error`` and ``message``."""
@@ -172,6 +218,24 @@ def parse_batch_body(value: JsonValue) -> list[JsonValue]:
     return receipts
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="receipt_push_batch",
+        summary="Submit several receipts; one result per receipt, in order (receipts:write)",
+        tags=["receipts"],
+        request=json_body("ReceiptBatchRequest"),
+        responses={
+            200: ok(list_of("OutboxPushResult"), "One result per receipt, in the order sent."),
+            **teampath_errors(
+                body=True,
+                s400=teampath_error(
+                    ["invalid_json", "validation_failed", "batch_too_large"],
+                    "Not JSON, not `{receipts: [...]}` with 1 to the batch limit receipts",
+                ),
+            ),
+        },
+    )
+)
 class ReceiptBatchPushApi(TeamPathApi):
     """Several receipts: 200 with one ``OutboxPushResult`` per receipt, in order.
 

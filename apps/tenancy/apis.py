@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -11,6 +12,7 @@ from rest_framework.views import APIView
 
 from apps.common.api import ExceptionHandler, keyscoped_exception_handler
 from apps.common.errors import Forbidden
+from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
 from apps.tenancy.console_tokens import (
     ConsoleTokenRefused,
     ConsoleTokens,
@@ -31,6 +33,26 @@ class _ConsoleTokenApi(APIView):
         return keyscoped_exception_handler
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="console_token_obtain",
+        summary="A dashboard session JWT pair for a signed-in console member",
+        description="Authenticated by the console (Django admin) session cookie, with its CSRF "
+        "token in `X-CSRFToken`.",
+        tags=["dashboard"],
+        request=json_body("ConsoleTokenRequest"),
+        responses={
+            200: ok("ConsoleTokenPair"),
+            **keyscoped_errors(
+                422,
+                credential=False,
+                s403=keyscoped_error(
+                    "Not signed in to the console, no valid CSRF token, or not a member of the org."
+                ),
+            ),
+        },
+    )
+)
 class ConsoleTokenObtainApi(_ConsoleTokenApi):
     """POST /v1/console/token {org}: a signed-in console user gets a session JWT pair."""
 
@@ -53,6 +75,21 @@ class ConsoleTokenObtainApi(_ConsoleTokenApi):
         return Response(TokenPairOutput(tokens).data)
 
 
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="console_token_refresh",
+        summary="A new session JWT pair with the member's current role",
+        tags=["dashboard"],
+        auth=[],
+        request=json_body("ConsoleTokenRefreshRequest"),
+        responses={
+            200: ok("ConsoleTokenPair"),
+            **keyscoped_errors(
+                422, s401=keyscoped_error("The refresh token is refused or its membership is gone.")
+            ),
+        },
+    )
+)
 class ConsoleTokenRefreshApi(_ConsoleTokenApi):
     """POST /v1/console/token/refresh {refresh}: a new pair with the member's current role."""
 

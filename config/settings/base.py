@@ -45,6 +45,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "apps.common",
     "apps.tenancy",
     "apps.receipts",
@@ -149,6 +151,23 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+# The OpenAPI 3 document of the deployment's profile at /v1/schema, Swagger UI at /v1/docs
+# with its assets from our own static files (no CDN). apps/common/openapi.py finishes the
+# document per profile.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "heso mirror",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.common.openapi.finish_profile_document",
+    ],
 }
 
 # API keys are stored as a lookup prefix plus HMAC-SHA256(API_KEY_DIGEST_SECRET, key).

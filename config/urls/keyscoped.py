@@ -14,6 +14,7 @@ from apps.approvals.apis import (
 from apps.audit.apis import AuditChainApi
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
+from apps.common.schema_views import schema_urlpatterns
 from apps.console.urls import urlpatterns as console_urlpatterns
 from apps.policy.apis import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.receipts.apis import ReceiptPushApi
@@ -25,6 +26,7 @@ urlpatterns = [
     path("readyz", ReadyzApi.as_view(), name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     *console_urlpatterns,
+    *schema_urlpatterns("keyscoped"),
     path("v1/receipts", ReceiptPushApi.as_view(), name="receipt-push"),
     path("v1/policy/pull", PolicyPullApi.as_view(), name="policy-pull"),
     path("v1/policy", PolicyDeployApi.as_view(), name="policy-deploy"),

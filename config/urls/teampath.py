@@ -10,6 +10,7 @@ from apps.approvals.teampath_apis import (
 )
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
+from apps.common.schema_views import schema_urlpatterns
 from apps.console.urls import urlpatterns as console_urlpatterns
 from apps.policy.teampath_apis import TeamPolicyApi
 from apps.receipts.teampath_apis import ReceiptBatchPushApi, ReceiptPushApi
@@ -20,6 +21,7 @@ urlpatterns = [
     path("readyz", ReadyzApi.as_view(), name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     *console_urlpatterns,
+    *schema_urlpatterns("teampath"),
     path("v1/teams/<str:team_id>/policy", TeamPolicyApi.as_view(), name="team-policy"),
     # Named like the key-scoped push so the push-latency histogram covers both profiles.
     path("v1/receipts", ReceiptPushApi.as_view(), name="receipt-push"),
