@@ -816,6 +816,10 @@ _WWW_AUTHENTICATE: Schema = {
 }
 
 
+def profile_title(profile: str) -> str:
+    return _INFO[profile]["title"]
+
+
 def profile_of(urlconf: object) -> str:
     """The profile whose root URL conf ``urlconf`` is (a module, a dotted name or None)."""
     name = getattr(urlconf, "__name__", urlconf) or settings.ROOT_URLCONF
@@ -856,6 +860,8 @@ def _finish_operations(paths: Schema) -> None:
             if "requestBody" in operation:
                 operation["requestBody"]["required"] = True
             for status, response in operation.get("responses", {}).items():
+                if not response.get("description"):
+                    response["description"] = HTTPStatus(int(status)).phrase
                 headers = response.setdefault("headers", {})
                 if status in ("429", "503"):
                     headers["Retry-After"] = deepcopy(_RETRY_AFTER)

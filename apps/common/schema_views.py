@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.urls import URLPattern, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-import apps.common.openapi  # noqa: F401  (registers the security schemes)
+from apps.common.openapi import profile_title
 
 
 def schema_urlpatterns(profile: str) -> list[URLPattern]:
@@ -22,7 +22,7 @@ def schema_urlpatterns(profile: str) -> list[URLPattern]:
         ),
         path(
             "v1/docs",
-            SpectacularSwaggerView.as_view(url_name="openapi-schema"),
+            SpectacularSwaggerView.as_view(url_name="openapi-schema", title=profile_title(profile)),
             name="openapi-docs",
         ),
     ]
