@@ -9,12 +9,19 @@ from typing import Any
 
 from django.conf import settings
 from rest_framework import exceptions
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
 from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
 from apps.common.errors import DomainError, ServiceUnavailable
 from apps.tenancy.authentication import ApiKeyAuthentication, ConsoleJwtAuthentication
+from apps.tenancy.limits import (
+    DashboardRateThrottle,
+    OrgRateThrottle,
+    rate_limit_decision,
+    rate_limit_headers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,19 +67,38 @@ def keyscoped_exception_handler(exc: Exception, context: dict[str, Any]) -> Resp
     return exception_handler(exc, context)
 
 
-class KeyScopedSdkApi(APIView):
-    """Base for key-scoped SDK-plane endpoints: API key auth, ``{"detail"}`` errors."""
+class RateLimitedApi(APIView):
+    """Adds the ``RateLimit-*`` headers of the request's rate-limit decision (if one was
+    taken: after authentication) to every response, errors included."""
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        decision = rate_limit_decision(request)
+        if decision is not None:
+            for name, value in rate_limit_headers(decision).items():
+                response[name] = value
+        return response
+
+
+class KeyScopedSdkApi(RateLimitedApi):
+    """Base for key-scoped SDK-plane endpoints: API key auth, ``{"detail"}`` errors,
+    the org's rate limit."""
 
     authentication_classes = [ApiKeyAuthentication]
+    throttle_classes = [OrgRateThrottle]
 
     def get_exception_handler(self) -> ExceptionHandler:
         return keyscoped_exception_handler
 
 
-class DashboardApi(APIView):
-    """Base for dashboard-plane endpoints: console session JWT, ``{"detail"}`` errors."""
+class DashboardApi(RateLimitedApi):
+    """Base for dashboard-plane endpoints: console session JWT, ``{"detail"}`` errors,
+    a rate limit per console user."""
 
     authentication_classes = [ConsoleJwtAuthentication]
+    throttle_classes = [DashboardRateThrottle]
 
     def get_exception_handler(self) -> ExceptionHandler:
         return keyscoped_exception_handler

@@ -19,9 +19,8 @@ from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from apps.common.api import ExceptionHandler, _flatten_validation
+from apps.common.api import ExceptionHandler, RateLimitedApi, _flatten_validation
 from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
 from apps.common.errors import (
     DomainError,
@@ -32,6 +31,7 @@ from apps.common.errors import (
 )
 from apps.receipts.errors import QuotaExceeded, ReceiptMalformed, ReceiptRejected
 from apps.tenancy.authentication import ApiKeyAuthentication, ApiKeyPrincipal, presented_bearer
+from apps.tenancy.limits import OrgRateThrottle
 from apps.tenancy.models import ApiKey, Org
 from apps.tenancy.services import api_key_authenticate
 
@@ -156,13 +156,12 @@ class BearerApiKeyAuthentication(ApiKeyAuthentication):
         return 'Bearer realm="team-path"'
 
 
-class TeamPathApi(APIView):
-    """Base for team-path endpoints: Bearer API key, ``{"error", "message"}`` errors.
-
-    Throttling follows DRF's configured defaults, whose 429 answers as ``rate_limited``.
-    """
+class TeamPathApi(RateLimitedApi):
+    """Base for team-path endpoints: Bearer API key, ``{"error", "message"}`` errors, the
+    org's rate limit (429 ``rate_limited`` with ``Retry-After``)."""
 
     authentication_classes = [BearerApiKeyAuthentication]
+    throttle_classes = [OrgRateThrottle]
 
     def get_exception_handler(self) -> ExceptionHandler:
         return teampath_exception_handler

@@ -17,6 +17,13 @@ from apps.tenancy.services import api_key_issue, api_key_revoke, membership_add
 @admin.register(Org)
 class OrgAdmin(admin.ModelAdmin[Org]):
     list_display = ["slug", "name", "plan", "created_at"]
+    fieldsets = [
+        (None, {"fields": ["slug", "name", "plan"]}),
+        (
+            "Limits (empty: the plan's default)",
+            {"fields": ["monthly_receipt_cap", "rate_per_minute", "rate_burst"]},
+        ),
+    ]
     search_fields = ["slug", "name"]
     list_filter = ["plan"]
 

@@ -50,6 +50,13 @@ class Org(models.Model):
     monthly_receipt_cap = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="Leave empty to use the plan's default."
     )
+    # Per-org overrides of the plan's SDK-plane rate limit (settings.RATE_LIMITS).
+    rate_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Sustained requests per minute; empty: the plan's."
+    )
+    rate_burst = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests that may arrive at once; empty: the plan's."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -57,6 +64,15 @@ class Org(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def effective_rate(self) -> tuple[int, int]:
+        """(sustained requests per minute, burst) on the SDK plane: the org's override or
+        its plan's default (settings.RATE_LIMITS)."""
+        plan: dict[str, int] = settings.RATE_LIMITS[self.plan]
+        per_minute = self.rate_per_minute or plan["per_minute"]
+        burst = self.rate_burst or plan["burst"]
+        return per_minute, burst
 
     @property
     def effective_monthly_receipt_cap(self) -> int:

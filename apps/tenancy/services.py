@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -88,7 +89,8 @@ def api_key_revoke(*, prefix: str) -> ApiKey:
 # equivalent ORM query (select_related compilation showed up on the push path).
 _KEY_LOOKUP = (
     "SELECT k.id, k.label, k.prefix, k.digest, k.scopes, k.created_at, k.last_used_at, "  # noqa: S608
-    "k.revoked_at, o.id, o.slug, o.name, o.plan, o.monthly_receipt_cap, o.created_at "
+    "k.revoked_at, o.id, o.slug, o.name, o.plan, o.monthly_receipt_cap, o.created_at, "
+    "o.rate_per_minute, o.rate_burst "
     f"FROM {ApiKey._meta.db_table} k JOIN {Org._meta.db_table} o ON o.id = k.org_id "
     "WHERE k.prefix = %s"
 )
@@ -119,10 +121,12 @@ def _api_key_by_prefix(prefix: str) -> ApiKey | None:
     created, last_used, revoked = (_aware(value) for value in row[5:8])
     org_id, slug, name, plan, cap = row[8:13]
     org_created = _aware(row[13])
+    rate_per_minute, rate_burst = row[14:16]
     assert created is not None  # NOT NULL column
     assert org_created is not None  # NOT NULL column
     org = Org(id=org_id, slug=slug, name=name, plan=plan, monthly_receipt_cap=cap,
-              created_at=org_created)  # fmt: skip
+              created_at=org_created, rate_per_minute=rate_per_minute,
+              rate_burst=rate_burst)  # fmt: skip
     return ApiKey(
         id=key_id, org=org, label=label, prefix=key_prefix, digest=digest,
         scopes=json.loads(scopes) if isinstance(scopes, str) else scopes,
@@ -174,10 +178,35 @@ def membership_add(
     return membership
 
 
-def org_set_limits(*, org: Org, monthly_receipt_cap: int | None) -> Org:
-    """Override (or, with None, reset to the plan's default) the org's monthly cap."""
-    if monthly_receipt_cap is not None and monthly_receipt_cap < 0:
+_UNCHANGED: Any = object()
+
+
+def org_set_limits(
+    *,
+    org: Org,
+    monthly_receipt_cap: int | None = _UNCHANGED,
+    rate_per_minute: int | None = _UNCHANGED,
+    rate_burst: int | None = _UNCHANGED,
+) -> Org:
+    """Override the org's limits; None resets one to the plan's default, an omitted one is
+    left as it is."""
+    changes = {
+        name: value
+        for name, value in (
+            ("monthly_receipt_cap", monthly_receipt_cap),
+            ("rate_per_minute", rate_per_minute),
+            ("rate_burst", rate_burst),
+        )
+        if value is not _UNCHANGED
+    }
+    if monthly_receipt_cap not in (None, _UNCHANGED) and monthly_receipt_cap < 0:
         raise InvalidInput("the monthly cap cannot be negative")
-    org.monthly_receipt_cap = monthly_receipt_cap
-    org.save(update_fields=["monthly_receipt_cap"])
+    for name in ("rate_per_minute", "rate_burst"):
+        value = changes.get(name)
+        if value is not None and value < 1:
+            raise InvalidInput(f"{name.replace('_', ' ')} must be at least 1")
+    for name, value in changes.items():
+        setattr(org, name, value)
+    if changes:
+        org.save(update_fields=list(changes))
     return org

@@ -185,6 +185,34 @@ MONTHLY_RECEIPT_CAPS = {
     "team": env_int("RECEIPT_CAP_TEAM", 2_000_000),
     "custom": env_int("RECEIPT_CAP_CUSTOM", 10_000_000),
 }
+# SDK-plane rate limits per plan: a sustained rate (requests per minute) and a burst (the
+# bucket's capacity: that many may arrive at once). Counted per org across its keys, in
+# the shared cache (Redis when REDIS_URL is set). Overridable per org (admin,
+# `manage.py set_org_limits --rate-per-minute R --burst B`).
+RATE_LIMITS = {
+    "free": {
+        "per_minute": env_int("RATE_FREE_PER_MINUTE", 120, minimum=1),
+        "burst": env_int("RATE_FREE_BURST", 30, minimum=1),
+    },
+    "pro": {
+        "per_minute": env_int("RATE_PRO_PER_MINUTE", 1_200, minimum=1),
+        "burst": env_int("RATE_PRO_BURST", 200, minimum=1),
+    },
+    "team": {
+        "per_minute": env_int("RATE_TEAM_PER_MINUTE", 6_000, minimum=1),
+        "burst": env_int("RATE_TEAM_BURST", 600, minimum=1),
+    },
+    "custom": {
+        "per_minute": env_int("RATE_CUSTOM_PER_MINUTE", 30_000, minimum=1),
+        "burst": env_int("RATE_CUSTOM_BURST", 2_000, minimum=1),
+    },
+}
+# Dashboard plane: its own limit, per console user.
+DASHBOARD_RATE_PER_MINUTE = env_int("DASHBOARD_RATE_PER_MINUTE", 300, minimum=1)
+DASHBOARD_RATE_BURST = env_int("DASHBOARD_RATE_BURST", 60, minimum=1)
+# Off switch (load tests of the bare push path): "false" disables every rate limit.
+RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
+
 # Largest request body accepted on receipt routes; larger answers 413.
 RECEIPT_MAX_BODY_BYTES = env_int("RECEIPT_MAX_BODY_BYTES", 1_048_576, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = RECEIPT_MAX_BODY_BYTES

@@ -6,9 +6,24 @@ from apps.common.commands import json_line, run_service
 from apps.tenancy.selectors import org_get
 from apps.tenancy.services import org_set_limits
 
+LIMITS = {
+    "monthly_cap": "monthly_receipt_cap",
+    "rate_per_minute": "rate_per_minute",
+    "burst": "rate_burst",
+}
+
+
+def _limit(option: str, raw: str) -> int | None:
+    if raw == "plan":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise CommandError(f"--{option.replace('_', '-')} {raw!r} is not an integer") from None
+
 
 class Command(BaseCommand):
-    help = "Override an org's limits (empty value: back to the plan's default)."
+    help = "Override an org's limits ('plan' as a value: back to the plan's default)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("org_slug")
@@ -16,21 +31,22 @@ class Command(BaseCommand):
             "--monthly-cap",
             help="appended receipts per calendar month (UTC); 'plan' restores the default",
         )
+        parser.add_argument(
+            "--rate-per-minute", help="SDK-plane sustained requests per minute, or 'plan'"
+        )
+        parser.add_argument("--burst", help="SDK-plane requests admitted at once, or 'plan'")
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = run_service(lambda: org_get(slug=options["org_slug"]))
-        raw_cap = options["monthly_cap"]
-        if raw_cap is None:
-            raise CommandError("nothing to set: pass --monthly-cap")
-        cap: int | None
-        if raw_cap == "plan":
-            cap = None
-        else:
-            try:
-                cap = int(raw_cap)
-            except ValueError:
-                raise CommandError(f"--monthly-cap {raw_cap!r} is not an integer") from None
-        org = run_service(lambda: org_set_limits(org=org, monthly_receipt_cap=cap))
+        changes = {
+            field: _limit(option, options[option])
+            for option, field in LIMITS.items()
+            if options[option] is not None
+        }
+        if not changes:
+            raise CommandError("nothing to set: pass --monthly-cap, --rate-per-minute or --burst")
+        org = run_service(lambda: org_set_limits(org=org, **changes))
+        per_minute, burst = org.effective_rate
         self.stdout.write(
             json_line(
                 {
@@ -38,6 +54,10 @@ class Command(BaseCommand):
                     "plan": org.plan,
                     "monthly_receipt_cap": org.effective_monthly_receipt_cap,
                     "overridden": org.monthly_receipt_cap is not None,
+                    "rate_per_minute": per_minute,
+                    "burst": burst,
+                    "rate_overridden": org.rate_per_minute is not None
+                    or org.rate_burst is not None,
                 }
             )
         )
