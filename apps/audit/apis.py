@@ -1,16 +1,25 @@
-"""GET /v1/audit/chain: the org's tamper-evident mirror chain (dashboard, auditor+)."""
+"""The auditor's routes: the mirror chain (GET /v1/audit/chain) and the evidence export."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.audit.evidence import evidence_export, parse_window
 from apps.audit.selectors import audit_chain_window
 from apps.common.api import DashboardApi
+from apps.common.errors import InvalidInput
 from apps.common.openapi import keyscoped_errors, ok
 from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required
@@ -64,3 +73,51 @@ class AuditChainApi(DashboardApi):
                 "next": window.next_before,
             }
         )
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="evidence_export",
+        summary="The org's evidence tar: receipts, chain window, approvals, keys (auditor+)",
+        tags=["dashboard"],
+        request={
+            "application/json": {
+                "type": "object",
+                "properties": {
+                    "from": {"type": "string", "format": "date"},
+                    "to": {"type": "string", "format": "date"},
+                },
+                "additionalProperties": False,
+            }
+        },
+        responses={
+            (200, "application/x-tar"): OpenApiResponse(
+                response=OpenApiTypes.BINARY,
+                description="A tar with receipts.jsonl, chain.json, approvals.json, "
+                "approver_keys.json, manifest.json and VERIFY.md.",
+            ),
+            **keyscoped_errors(403, 422),
+        },
+    )
+)
+class EvidenceExportApi(DashboardApi):
+    """POST /v1/evidence/export {from?, to?}: the evidence tar (auditor+)."""
+
+    permission_classes = [role_required(Role.AUDITOR)]
+
+    def post(self, request: Request) -> HttpResponse:
+        data = request.data
+        if not isinstance(data, dict):
+            raise InvalidInput("the body must be a JSON object {from?, to?}")
+        unknown = set(data) - {"from", "to"}
+        if unknown:
+            raise InvalidInput(f"unknown member(s): {', '.join(sorted(unknown))}")
+        values = [data.get(name) for name in ("from", "to")]
+        if any(value is not None and not isinstance(value, str) for value in values):
+            raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
+        window = parse_window(values[0], values[1])
+        org = console_principal(request).org
+        archive = evidence_export(org=org, window=window)
+        response = HttpResponse(archive, content_type="application/x-tar")
+        response["Content-Disposition"] = f'attachment; filename="evidence-{org.slug}.tar"'
+        return response

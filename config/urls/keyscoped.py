@@ -11,7 +11,7 @@ from apps.approvals.apis import (
     ApprovalSubmitTokenApi,
     ApproverKeyRegisterApi,
 )
-from apps.audit.apis import AuditChainApi
+from apps.audit.apis import AuditChainApi, EvidenceExportApi
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
 from apps.common.schema_views import schema_urlpatterns
@@ -49,6 +49,7 @@ urlpatterns = [
         name="approver-key-register",
     ),
     path("v1/analytics", AnalyticsApi.as_view(), name="analytics"),
+    path("v1/evidence/export", EvidenceExportApi.as_view(), name="evidence-export"),
     path("v1/audit/chain", AuditChainApi.as_view(), name="audit-chain"),
     path("v1/console/token", ConsoleTokenObtainApi.as_view(), name="console-token"),
     path(

@@ -1,0 +1,36 @@
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from apps.audit.evidence import evidence_export, parse_window
+from apps.common.commands import run_service
+from apps.tenancy.selectors import org_get
+
+
+class Command(BaseCommand):
+    help = (
+        "Export an org's evidence tar (receipts, chain window, approvals, approver keys, "
+        "manifest, VERIFY.md). --output - writes the tar to stdout."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("org_slug")
+        parser.add_argument("--output", required=True, help="a file path, or - for stdout")
+        parser.add_argument("--from", dest="start", help="first day, YYYY-MM-DD (UTC)")
+        parser.add_argument("--to", dest="end", help="last day, YYYY-MM-DD (UTC), inclusive")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        org = run_service(lambda: org_get(slug=options["org_slug"]))
+        window = run_service(lambda: parse_window(options["start"], options["end"]))
+        archive = evidence_export(org=org, window=window)
+        if options["output"] == "-":
+            sys.stdout.buffer.write(archive)
+            sys.stdout.buffer.flush()
+            return
+        try:
+            Path(options["output"]).write_bytes(archive)
+        except OSError as error:
+            raise CommandError(f"cannot write {options['output']}: {error.strerror}") from None
+        self.stderr.write(f"wrote {len(archive)} bytes to {options['output']}")
