@@ -7,16 +7,75 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from apps.common.errors import DomainError
+from apps.tenancy.admin_access import OrgScopedAdmin, can_write
+from apps.tenancy.console_tokens import console_tokens_issue
+from apps.tenancy.middleware import activate_console_orgs
 from apps.tenancy.models import DEFAULT_SCOPES, ApiKey, Membership, Org, Scope
-from apps.tenancy.services import api_key_issue, api_key_revoke, membership_add
+from apps.tenancy.services import api_key_issue, api_key_revoke, api_key_rotate, membership_add
 
 
 @admin.register(Org)
-class OrgAdmin(admin.ModelAdmin[Org]):
-    list_display = ["slug", "name", "plan", "created_at"]
+class OrgAdmin(OrgScopedAdmin[Org]):
+    org_lookup = "pk"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)  # creating tenants is an operator's act
+
+    @admin.display(description="Dashboard")
+    def dashboard_link(self, obj: Org) -> str:
+        return format_html(
+            '<a href="{}">dashboard</a>', reverse("admin:tenancy_org_dashboard", args=[obj.pk])
+        )
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:org_id>/dashboard/", wrap(self.dashboard_view),
+                 name="tenancy_org_dashboard"),
+            path("<int:org_id>/session-token/", wrap(self.session_token_view),
+                 name="tenancy_org_session_token"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def _visible_org(self, request: HttpRequest, org_id: int) -> Org:
+        org = self.get_queryset(request).filter(pk=org_id).first()
+        if org is None:
+            raise Http404("no such org")
+        return org
+
+    def dashboard_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
+        from apps.analytics.console import org_dashboard
+
+        org = self._visible_org(request, org_id)
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta}
+        return org_dashboard(request, org, context)
+
+    def session_token_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
+        """A dashboard session JWT for the signed-in member, for scripts (POST only)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        org = self._visible_org(request, org_id)
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": f"Session token for {org.slug}",
+            "opts": self.model._meta,
+        }
+        try:
+            context["tokens"] = console_tokens_issue(user=request.user, org_slug=org.slug)  # type: ignore[arg-type]
+            self.log_change(request, org, "Issued a dashboard session token")
+        except DomainError as error:
+            context["refusal"] = f"{error.message} (only members of the org get a token)."
+        finally:
+            activate_console_orgs(request)
+        return TemplateResponse(request, "admin/tenancy/org/session_token.html", context)
+
+    list_display = ["slug", "name", "plan", "created_at", "dashboard_link"]
     fieldsets = [
         (None, {"fields": ["slug", "name", "plan"]}),
         (
@@ -41,12 +100,12 @@ class ApiKeyIssueForm(forms.ModelForm[ApiKey]):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
+class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
     list_display = ["prefix", "org", "label", "scopes", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["org", "revoked_at"]
     search_fields = ["prefix", "label", "org__slug"]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
-    actions = ["revoke_selected"]
+    actions = ["revoke_selected", "rotate_selected"]
 
     def get_form(
         self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any
@@ -80,13 +139,31 @@ class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
 
     @admin.action(description="Revoke selected API keys")
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        done = 0
         for key in queryset:
+            if not can_write(request, key.org_id):
+                messages.error(request, f"{key.prefix}: needs the manager role in {key.org}")
+                continue
             api_key_revoke(prefix=key.prefix)
-        self.message_user(request, f"Revoked {queryset.count()} key(s).", messages.SUCCESS)
+            self.log_change(request, key, "Revoked")
+            done += 1
+        self.message_user(request, f"Revoked {done} key(s).", messages.SUCCESS)
 
-    def has_delete_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
-        # Keys are revoked, never deleted: receipts keep a reference to the key that pushed them.
-        return False
+    @admin.action(description="Rotate selected API keys (new secret, same scopes; old revoked)")
+    def rotate_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for key in queryset:
+            if not can_write(request, key.org_id) or key.revoked_at is not None:
+                messages.error(request, f"{key.prefix}: not rotated (revoked, or not a manager)")
+                continue
+            issued = api_key_rotate(prefix=key.prefix)
+            self.log_change(request, key, f"Rotated to {issued.api_key.prefix}")
+            messages.warning(
+                request,
+                f"{key.prefix} rotated. Copy the new key now, it is not shown again: "
+                f"{issued.secret}",
+            )
+
+    # Keys are revoked, never deleted: receipts keep a reference to the key that pushed them.
 
 
 class MembershipForm(forms.ModelForm[Membership]):
@@ -98,7 +175,7 @@ class MembershipForm(forms.ModelForm[Membership]):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin[Membership]):
+class MembershipAdmin(OrgScopedAdmin[Membership]):
     list_display = ["user", "org", "role", "created_at"]
     list_filter = ["org", "role"]
     search_fields = ["user__username", "org__slug"]

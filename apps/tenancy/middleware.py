@@ -33,10 +33,15 @@ class ConsoleOrgContextMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith(self.console_prefix):
-            user = request.user
-            if user.is_authenticated and user.is_active and user.is_staff:
-                if user.is_superuser:
-                    activate_all_orgs()
-                else:
-                    activate_orgs(member_org_ids(user.pk))
+            activate_console_orgs(request)
         return self.get_response(request)
+
+
+def activate_console_orgs(request: HttpRequest) -> None:
+    """The console's org context for the signed-in staff user (see the module docstring)."""
+    user = request.user
+    if user.is_authenticated and user.is_active and user.is_staff:
+        if user.is_superuser:
+            activate_all_orgs()
+        else:
+            activate_orgs(member_org_ids(user.pk))

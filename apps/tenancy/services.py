@@ -74,6 +74,20 @@ def api_key_issue(*, org: Org, scopes: Iterable[str], label: str = "") -> Issued
     return IssuedKey(api_key=api_key, secret=secret)
 
 
+def api_key_rotate(*, prefix: str) -> IssuedKey:
+    """A new key with the same org, label and scopes, and the old one revoked, together."""
+    with transaction.atomic():
+        old = ApiKey.objects.select_for_update().filter(prefix=prefix).first()
+        if old is None:
+            raise NotFound(f"no API key with prefix {prefix!r}")
+        if old.revoked_at is not None:
+            raise InvalidInput(f"API key {prefix} is revoked; issue a new one instead")
+        issued = api_key_issue(org=old.org, scopes=old.scopes, label=old.label)
+        old.revoked_at = timezone.now()
+        old.save(update_fields=["revoked_at"])
+    return issued
+
+
 def api_key_revoke(*, prefix: str) -> ApiKey:
     with transaction.atomic():
         api_key = ApiKey.objects.select_for_update().filter(prefix=prefix).first()

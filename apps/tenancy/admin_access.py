@@ -1,0 +1,94 @@
+"""Who may see and change what in the console (the Django admin).
+
+A superuser operates the whole service. Any other staff user works through their
+memberships: they see the rows of their orgs (row-level security enforces the same at the
+database) and change them only where their role is manager or higher. Every console change
+is recorded in the admin log (``LogEntry``), which nobody can edit from the console.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from django.contrib import admin
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+
+from apps.tenancy.models import Membership, Org, Role
+
+M = TypeVar("M", bound=Model)
+
+
+def member_roles(request: HttpRequest) -> dict[int, Role]:
+    """The signed-in user's role per org id (cached on the request)."""
+    cached: dict[int, Role] | None = getattr(request, "_member_roles", None)
+    if cached is None:
+        cached = {
+            org_id: Role(role)
+            for org_id, role in Membership.objects.filter(user_id=request.user.pk or 0).values_list(
+                "org_id", "role"
+            )
+        }
+        request._member_roles = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def can_write(request: HttpRequest, org_id: int | None, role: Role = Role.MANAGER) -> bool:
+    if request.user.is_superuser:
+        return True
+    roles = member_roles(request)
+    if org_id is None:
+        return any(member.at_least(role) for member in roles.values())
+    return org_id in roles and roles[org_id].at_least(role)
+
+
+def writable_orgs(request: HttpRequest, role: Role = Role.MANAGER) -> QuerySet[Org]:
+    if request.user.is_superuser:
+        return Org.objects.all()
+    ids = [org_id for org_id, member in member_roles(request).items() if member.at_least(role)]
+    return Org.objects.filter(pk__in=ids)
+
+
+class OrgScopedAdmin(admin.ModelAdmin[M], Generic[M]):
+    """Membership-based permissions for a model with an ``org`` (``org_lookup``)."""
+
+    org_lookup = "org_id"
+    write_role = Role.MANAGER
+
+    def _org_id(self, obj: M | None) -> int | None:
+        if obj is None:
+            return None
+        value: Any = obj
+        for part in self.org_lookup.split("__"):
+            value = getattr(value, part)
+        return int(value) if value is not None else None
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[M]:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(**{f"{self.org_lookup}__in": list(member_roles(request))})
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser or member_roles(request))
+
+    def has_view_permission(self, request: HttpRequest, obj: M | None = None) -> bool:
+        if request.user.is_superuser:
+            return True
+        if obj is None:
+            return bool(member_roles(request))
+        return self._org_id(obj) in member_roles(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return can_write(request, None, self.write_role)
+
+    def has_change_permission(self, request: HttpRequest, obj: M | None = None) -> bool:
+        return can_write(request, self._org_id(obj), self.write_role)
+
+    def has_delete_permission(self, request: HttpRequest, obj: M | None = None) -> bool:
+        return False
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "org":
+            kwargs["queryset"] = writable_orgs(request, self.write_role)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
