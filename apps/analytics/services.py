@@ -6,6 +6,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.analytics.models import RefusalCount
+from apps.common import metrics
 from apps.tenancy.models import Org
 
 _UPSERT = (
@@ -19,3 +20,4 @@ def refusal_record(*, org: Org, kind: str) -> None:
     """Count one refused receipt of ``kind`` for today (UTC); exact under concurrency."""
     with connection.cursor() as cursor:
         cursor.execute(_UPSERT, [org.pk, timezone.now().date(), kind[:64]])
+    metrics.receipts_refused(kind)

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
+from apps.common import metrics
 from apps.receipts.append_sql import (
     LockedHead,
     RelatedEntry,
@@ -75,6 +77,8 @@ def receipt_append(
             api_key=api_key,
             now=now,
         )
+        if outcome.appended:
+            transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE))
     return outcome
 
 
@@ -125,6 +129,9 @@ def receipt_append_batch(
                 results.append(refusal)
             else:
                 results.append(outcome)
+        count = sum(isinstance(r, AppendOutcome) and r.appended for r in results)
+        if count:
+            transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))
     return results
 
 

@@ -20,6 +20,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.analytics.services import refusal_record
 from apps.common.errors import DomainError, InvalidInput, InvalidJson
 from apps.common.http import read_json_body
 from apps.common.openapi import (
@@ -46,7 +47,7 @@ from apps.receipts.services import (
     receipt_append_batch,
 )
 from apps.receipts.verifier import DecodeError, JsonValue, object_members, parse_json
-from apps.tenancy.models import Scope
+from apps.tenancy.models import Org, Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 # The refusals of one receipt (as opposed to the request as a whole).
@@ -178,11 +179,20 @@ class ReceiptPushApi(TeamPathApi):
             ChainConstraint,
             QuotaExceeded,
         ) as e:
+            if isinstance(e, ReceiptRejected | ReceiptMalformed):
+                record_refusal(principal.org, e)
             return domain_error_response(e, **refused_result(receipt_id, e))
         return Response(
             accepted_result(outcome),
             status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
         )
+
+
+def record_refusal(org: Org, refusal: ReceiptRejected | ReceiptMalformed) -> None:
+    """Count a refused receipt by verdict kind (analytics, metrics)."""
+    refusal_record(
+        org=org, kind=refusal.kind if isinstance(refusal, ReceiptRejected) else "Malformed"
+    )
 
 
 @dataclass(frozen=True)
@@ -251,6 +261,9 @@ class ReceiptBatchPushApi(TeamPathApi):
         body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
         values = parse_batch_body(parse_body(body))
         slots = [self._check(value) for value in values]
+        for slot in slots:
+            if isinstance(slot.refusal, ReceiptRejected | ReceiptMalformed):
+                record_refusal(principal.org, slot.refusal)
         items = [slot.item for slot in slots if slot.item is not None]
         appended = iter(
             receipt_append_batch(org=principal.org, items=items, api_key=principal.api_key)

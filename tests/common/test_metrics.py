@@ -172,3 +172,32 @@ def test_disabled_on_the_team_path_profile_it_is_its_404(api_client, settings):
     response = api_client.get("/metrics")
     assert response.status_code == HTTPStatus.NOT_FOUND
     assert response.json()["error"] == "not_found"
+
+
+def test_pushes_count_appended_and_refused_receipts_by_kind(
+    push, cast, django_capture_on_commit_callbacks
+):
+    from tests.receipts.factories import Agent
+
+    appended = sample("mirror_receipts_appended_total", profile="keyscoped")
+    refused = sample("mirror_receipts_refused_total", kind="Malformed")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert push(Agent().receipt()).status_code == HTTPStatus.CREATED
+    assert push.raw('{"receipt": {"content": {}}}').status_code == 422
+    assert sample("mirror_receipts_appended_total", profile="keyscoped") == appended + 1
+    assert sample("mirror_receipts_refused_total", kind="Malformed") == refused + 1
+
+
+def test_a_limited_request_is_counted(cast, settings):
+    from rest_framework.test import APIClient
+
+    from apps.tenancy.services import org_set_limits
+
+    settings.RATE_LIMITS_ENABLED = True
+    org_set_limits(org=cast.globex, rate_per_minute=1, rate_burst=1)
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=cast.globex_key.secret)
+    limited = sample("mirror_rate_limit_hits_total", plane="sdk")
+    statuses = [client.get("/v1/policy/pull").status_code for _ in range(2)]
+    assert statuses[-1] == HTTPStatus.TOO_MANY_REQUESTS
+    assert sample("mirror_rate_limit_hits_total", plane="sdk") >= limited + 1
