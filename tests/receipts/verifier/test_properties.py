@@ -96,3 +96,19 @@ def test_parsing_never_loses_a_repeated_name(value):
     duplicated = encoded[:-1] + ', "b": 2}'
     pairs = parse_json(duplicated)
     assert [name for name, _ in pairs] == ["a", "b", "b"]
+
+
+@given(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_ \né"))
+def test_canonical_base64_decoding_agrees_with_the_standard_library(text):
+    import base64
+    import binascii
+
+    from apps.receipts.verifier import canonical_b64decode
+
+    try:
+        expected = base64.b64decode(text, validate=True)
+        if base64.b64encode(expected).decode("ascii") != text:
+            expected = None
+    except (binascii.Error, ValueError):
+        expected = None
+    assert canonical_b64decode(text) == expected
