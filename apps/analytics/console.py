@@ -10,6 +10,7 @@ from django.utils.safestring import SafeString
 
 from apps.analytics.selectors import analytics_counters
 from apps.approvals.models import Approval, ApprovalStatus
+from apps.policy.models import PolicyVersion
 from apps.policy.selectors import policy_active, policy_history
 from apps.tenancy.models import Org
 
@@ -44,6 +45,7 @@ def org_dashboard(request: HttpRequest, org: Org, context: dict[str, object]) ->
         "created_at"
     )[:50]
     active = policy_active(org=org)
+    history = policy_history(org=org, limit=20)
     context.update(
         {
             "title": f"{org.name} ({org.slug})",
@@ -51,7 +53,10 @@ def org_dashboard(request: HttpRequest, org: Org, context: dict[str, object]) ->
             "cards": cards,
             "pending": pending,
             "active": active,
-            "history": policy_history(org=org, limit=20),
+            "history": history,
+            "versions": PolicyVersion.objects.filter(org=org).order_by("-created_at")[:100],
+            # The diff offered first: the active version against the one it replaced.
+            "diff_old": history[0].previous_version_id if history else None,
             "month_count": next(c.value for c in counters if c.key == "receipts_month"),
             "cap": org.effective_monthly_receipt_cap,
         }

@@ -10,7 +10,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.approvals.models import Approval, ApproverKey
-from apps.approvals.services import approver_key_register, approver_key_revoke
+from apps.approvals.services import (
+    approver_key_register,
+    approver_key_revoke,
+    canonical_public_key,
+)
 from apps.common.errors import DomainError
 from apps.tenancy.admin_access import OrgScopedAdmin, can_write
 
@@ -24,6 +28,12 @@ class ApproverKeyRegisterForm(forms.ModelForm[ApproverKey]):
         model = ApproverKey
         fields = ["org", "public_key", "key_id", "label"]
         help_texts = {"public_key": "The approver's Ed25519 public key, standard base64."}
+
+    def clean_public_key(self) -> str:
+        try:
+            return canonical_public_key(self.cleaned_data.get("public_key") or "")
+        except DomainError as error:
+            raise forms.ValidationError(error.message) from None
 
 
 @admin.register(ApproverKey)
@@ -61,19 +71,17 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
         if change:
             ApproverKey.objects.filter(pk=obj.pk).update(label=obj.label)
             return
-        try:
-            key = approver_key_register(
-                org=obj.org,
-                public_key=obj.public_key,
-                key_id=form.cleaned_data.get("key_id") or None,
-                label=obj.label,
-                created_by=request.user,  # type: ignore[arg-type]
-                via="console",
-            )
-        except DomainError as error:
-            messages.error(request, f"Not registered: {error.message}")
-            return
-        obj.pk = key.pk
+        # A refusal (the key signs the org's receipts, or is taken) propagates: the admin's
+        # transaction rolls back and the page shows it (OrgScopedAdmin.changeform_view).
+        key = approver_key_register(
+            org=obj.org,
+            public_key=obj.public_key,
+            key_id=form.cleaned_data.get("key_id") or None,
+            label=obj.label,
+            created_by=request.user,  # type: ignore[arg-type]
+            via="console",
+        )
+        obj.pk, obj.key_id = key.pk, key.key_id
 
     @admin.action(description="Revoke selected approver keys (their counted votes stay)")
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApproverKey]) -> None:

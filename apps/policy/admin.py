@@ -7,11 +7,19 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.template.response import TemplateResponse
-from django.urls import path
-from django.utils.html import format_html
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from apps.common.errors import DomainError
 from apps.policy.errors import PolicyFloorBypass
@@ -21,12 +29,24 @@ from apps.policy.services import policy_deploy, policy_validate
 from apps.tenancy.admin_access import OrgScopedAdmin, can_write, writable_orgs
 from apps.tenancy.models import Org
 
+DIFF_LINE_STYLES = {"+": "background:#e6ffec", "-": "background:#ffebe9", "@": "color:#6e7781"}
 
-def toml_diff(old: str, new: str, old_name: str, new_name: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
+
+def toml_diff(old: str, new: str, old_name: str, new_name: str) -> SafeString:
+    """A unified diff of two policy texts, rendered: added, removed and hunk lines styled
+    inline (the console loads no external assets)."""
+    lines = list(
+        difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm="")
     )
-    return "".join(lines) or "(identical)"
+    if not lines:
+        return format_html('<pre class="policy-diff">(identical)</pre>')
+    rendered = format_html_join(
+        "\n",
+        '<span style="{}">{}</span>',
+        ((DIFF_LINE_STYLES.get(line[:1], "") if not line.startswith(("+++", "---")) else
+          "font-weight:bold", line) for line in lines),
+    )  # fmt: skip
+    return format_html('<pre class="policy-diff">{}</pre>', rendered)
 
 
 def validated_toml(toml: str) -> str:
@@ -72,6 +92,7 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
     search_fields = ["policy_id", "policy_hash"]
     actions = ["roll_back_to_selected"]
     change_list_template = "admin/policy/policyversion/change_list.html"
+    change_form_template = "admin/policy/policyversion/change_form.html"
 
     def get_form(
         self, request: HttpRequest, obj: PolicyVersion | None = None, change: bool = False,
@@ -122,7 +143,7 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         previous = deployment.previous_version if deployment else None
         old = previous.toml if previous else ""
         name = previous.policy_id if previous else "(fail-safe empty policy)"
-        return format_html("<pre>{}</pre>", toml_diff(old, obj.toml, name, obj.policy_id))
+        return toml_diff(old, obj.toml, name, obj.policy_id)
 
     @admin.display(description="Deployments")
     def deployments(self, obj: PolicyVersion) -> str:
@@ -135,31 +156,101 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
             ) or "-",
         )  # fmt: skip
 
+    def _roll_back(self, request: HttpRequest, version: PolicyVersion) -> bool:
+        """Re-deploy ``version``'s TOML through policy_deploy, as a console deploy."""
+        if not can_write(request, version.org_id):
+            messages.error(request, f"{version.policy_id}: rolling back needs the manager role")
+            return False
+        policy_deploy(
+            org=version.org,
+            toml=version.toml,
+            deployed_by=request.user,  # type: ignore[arg-type]
+            channel=DeployChannel.CONSOLE,
+        )
+        self.log_change(request, version, "Re-deployed (roll back)")
+        messages.success(request, f"{version.org}: {version.policy_id} is active again.")
+        return True
+
     @admin.action(description="Roll back to the selected version (re-deploy it)")
     def roll_back_to_selected(
         self, request: HttpRequest, queryset: QuerySet[PolicyVersion]
     ) -> None:
+        if len({version.org_id for version in queryset}) != queryset.count():
+            messages.error(request, "Select one version per org: only one can be active.")
+            return
         for version in queryset:
-            if not can_write(request, version.org_id):
-                messages.error(request, f"{version.policy_id}: needs the manager role")
-                continue
-            policy_deploy(
-                org=version.org,
-                toml=version.toml,
-                deployed_by=request.user,  # type: ignore[arg-type]
-                channel=DeployChannel.CONSOLE,
-            )
-            self.log_change(request, version, "Re-deployed (roll back)")
-            messages.success(request, f"{version.org}: {version.policy_id} is active again.")
+            self._roll_back(request, version)
 
     def get_urls(self) -> list[Any]:
-        preview = self.admin_site.admin_view(self.preview_view)
-        return [path("preview/", preview, name="policy_policyversion_preview"), *super().get_urls()]
+        wrap = self.admin_site.admin_view
+        return [
+            path("preview/", wrap(self.preview_view), name="policy_policyversion_preview"),
+            path("compare/", wrap(self.compare_view), name="policy_policyversion_compare"),
+            path("<int:version_id>/rollback/", wrap(self.rollback_view),
+                 name="policy_policyversion_rollback"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def _visible(self, request: HttpRequest, version_id: object) -> PolicyVersion:
+        try:
+            pk = int(str(version_id))
+        except ValueError:
+            raise Http404("no such policy version") from None
+        version = self.get_queryset(request).filter(pk=pk).first()
+        if version is None:
+            raise Http404("no such policy version")
+        return version
+
+    def rollback_view(self, request: HttpRequest, version_id: int) -> HttpResponse:
+        """The "Roll back to this version" button of a version's page (POST)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        version = self._visible(request, version_id)
+        if not can_write(request, version.org_id):
+            raise PermissionDenied
+        self._roll_back(request, version)
+        return HttpResponseRedirect(reverse("admin:policy_policyversion_change", args=[version.pk]))
+
+    def compare_view(self, request: HttpRequest) -> HttpResponse:
+        """The diff between two versions of one org (``?old=<id>&new=<id>``)."""
+        old = self._visible(request, request.GET.get("old"))
+        new = self._visible(request, request.GET.get("new"))
+        if old.org_id != new.org_id:
+            raise Http404("the two versions belong to different orgs")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{old.policy_id} → {new.policy_id} ({old.org.slug})",
+            "opts": self.model._meta,
+            "old": old,
+            "new": new,
+            "diff": toml_diff(old.toml, new.toml, old.policy_id, new.policy_id),
+            "versions": PolicyVersion.objects.filter(org_id=old.org_id).order_by("-created_at"),
+        }
+        return TemplateResponse(request, "admin/policy/policyversion/compare.html", context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        version = self.get_queryset(request).filter(pk=object_id).first()
+        extra = {
+            **(extra_context or {}),
+            "can_roll_back": version is not None and can_write(request, version.org_id),
+            "other_versions": (
+                PolicyVersion.objects.filter(org_id=version.org_id).exclude(pk=version.pk)
+                .order_by("-created_at") if version else []
+            ),
+        }  # fmt: skip
+        return super().change_view(request, object_id, form_url, extra)
 
     def preview_view(self, request: HttpRequest) -> HttpResponse:
-        """Replay recent receipts through a draft; nothing is deployed."""
+        """Replay recent receipts through a draft; nothing is deployed (manager+, as
+        POST /v1/policy/preview)."""
         if not can_write(request, None):
-            messages.error(request, "Previewing a policy needs the manager role.")
+            raise PermissionDenied
         form = PolicyPreviewForm(request.POST or None)
         form.fields["org"].queryset = writable_orgs(request)  # type: ignore[attr-defined]
         report = None

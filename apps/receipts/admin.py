@@ -3,38 +3,81 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from apps.receipts.mirror_chain import chain_hash, receipt_digest
+from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
 from apps.receipts.models import MirrorEntry
 from apps.receipts.verifier import verify_receipt
+from apps.receipts.verifier.verify import Verdict
 from apps.tenancy.admin_access import OrgScopedAdmin
 
 
-def reverify(entry: MirrorEntry) -> str:
-    """The stored receipt's verdict now, and whether its digest and chain link still hold."""
+@dataclass(frozen=True)
+class Reverification:
+    """A stored receipt checked again: its verdict now, and what of its entry holds."""
+
+    seq: int
+    verdict: Verdict
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.is_valid and not self.problems
+
+    def __str__(self) -> str:
+        level = f" ({self.verdict.trust_level})" if self.verdict.trust_level else ""
+        detail = f": {self.verdict.detail}" if self.verdict.detail else ""
+        link = "; ".join(self.problems) if self.problems else "digest and chain link hold"
+        return f"#{self.seq}: {self.verdict.kind}{level}{detail}; {link}"
+
+
+def reverify(entry: MirrorEntry) -> Reverification:
+    """verify_receipt on the stored text, then the entry's digest, its chain hash and its
+    links to both neighbours recomputed (the single-entry form of mirror_chain_check)."""
     verdict = verify_receipt(entry.receipt)
     problems = []
-    if receipt_digest(entry.receipt) != entry.receipt_digest:
+    if verdict.receipt is not None and verdict.receipt.action_hash != entry.action_hash:
+        problems.append("the stored receipt's action_hash differs from the entry's")
+    if verdict.is_valid and verdict.trust_level != entry.trust_level:
+        problems.append(f"stored trust level {entry.trust_level}, derived {verdict.trust_level}")
+    digest = receipt_digest(entry.receipt)
+    if digest != entry.receipt_digest:
         problems.append("receipt_digest does not match the stored text")
     recomputed = chain_hash(
         prev_chain_hash=entry.prev_chain_hash,
         seq=entry.seq,
         action_hash=entry.action_hash,
-        receipt_digest_hex=receipt_digest(entry.receipt),
+        receipt_digest_hex=digest,
         supersedes_action_hash=entry.supersedes_action_hash,
     )
     if recomputed != entry.chain_hash:
         problems.append("chain_hash does not recompute")
-    level = f" ({verdict.trust_level})" if verdict.trust_level else ""
-    detail = f": {verdict.detail}" if verdict.detail else ""
-    link = "; ".join(problems) if problems else "digest and chain link hold"
-    return f"#{entry.seq}: {verdict.kind}{level}{detail}; {link}"
+    neighbours = {
+        seq: (prev_hash, own_hash)
+        for seq, prev_hash, own_hash in MirrorEntry.objects.filter(
+            org_id=entry.org_id, seq__in=[entry.seq - 1, entry.seq + 1]
+        ).values_list("seq", "prev_chain_hash", "chain_hash")
+    }
+    previous = EMPTY_CHAIN_HEAD if entry.seq == 1 else neighbours.get(entry.seq - 1, ("", ""))[1]
+    if entry.prev_chain_hash != previous:
+        problems.append(f"prev_chain_hash is not entry #{entry.seq - 1}'s chain_hash")
+    following = neighbours.get(entry.seq + 1)
+    if following is not None and following[0] != entry.chain_hash:
+        problems.append(f"entry #{entry.seq + 1} does not link to this chain_hash")
+    return Reverification(seq=entry.seq, verdict=verdict, problems=tuple(problems))
 
 
 DETAIL_FIELDS = ("readable", "org", "seq", "action_hash", "kind", "trust_level",
@@ -53,6 +96,7 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
     ordering = ["org", "-seq"]
     actions = ["reverify_selected"]
     list_per_page = 50
+    change_form_template = "admin/receipts/mirrorentry/change_form.html"
     fields = DETAIL_FIELDS
     readonly_fields = DETAIL_FIELDS
 
@@ -62,9 +106,32 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
     def has_change_permission(self, request: HttpRequest, obj: MirrorEntry | None = None) -> bool:
         return False
 
+    def get_urls(self) -> list[Any]:
+        reverify_view = self.admin_site.admin_view(self.reverify_view)
+        return [
+            path("<int:entry_id>/reverify/", reverify_view, name="receipts_mirrorentry_reverify"),
+            *super().get_urls(),
+        ]
+
+    def reverify_view(self, request: HttpRequest, entry_id: int) -> HttpResponse:
+        """The "Re-verify" button of a receipt's page (POST): the verdict as a message."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        entry = self.get_queryset(request).filter(pk=entry_id).first()
+        if entry is None:
+            raise Http404("no such receipt")
+        result = reverify(entry)
+        self.message_user(request, str(result), messages.SUCCESS if result.ok else messages.ERROR)
+        self.log_change(request, entry, f"Re-verified: {result}")
+        return HttpResponseRedirect(reverse("admin:receipts_mirrorentry_change", args=[entry.pk]))
+
     @admin.display(description="Receipt")
     def readable(self, obj: MirrorEntry) -> str:
-        content: dict[str, Any] = json.loads(obj.receipt)["content"]
+        try:
+            envelope: dict[str, Any] = json.loads(obj.receipt)
+            content: dict[str, Any] = envelope["content"]
+        except (ValueError, KeyError, TypeError):
+            return "(the stored text does not decode: see the verdict below)"
         action = content.get("action") or {}
         policy = content.get("policy") or {}
         decision = content.get("approver_decision") or {}
@@ -77,7 +144,12 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
             ),
             ("Workflow / account", f"{action.get('workflow', '')} / {action.get('account', '')}"),
             ("Fields", json.dumps(action.get("fields", {}), ensure_ascii=False, indent=1)),
-            ("Policy", f"{policy.get('decision_path', '')} by rule {policy.get('rule_id', '')}"),
+            (
+                "Policy outcome",
+                f"{policy.get('decision_path', '')} by rule {policy.get('rule_id', '')}\n"
+                f"{policy.get('rule_display', '')}".strip(),
+            ),
+            ("Trust level", content.get("trust_level", "")),
             ("Operator", content.get("agent_identity", "")),
             ("Captured at", content.get("captured_at", "")),
             (
@@ -90,10 +162,14 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
                 "Signatures",
                 ", ".join(
                     f"{sig.get('key_id')} {sig.get('public_key', '')[:12]}…"
-                    for sig in json.loads(obj.receipt).get("signatures", [])
+                    for sig in envelope.get("signatures", [])
                 ),
             ),
-            ("Chain position", f"seq {obj.seq}; superseded by {obj.superseded_by or 'nothing'}"),
+            (
+                "Chain position",
+                f"seq {obj.seq}; supersedes {obj.supersedes_action_hash or 'nothing'}; "
+                f"superseded by {obj.superseded_by or 'nothing'}",
+            ),
         ]
         return format_html(
             "<table>{}</table>",
@@ -104,13 +180,13 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
 
     @admin.display(description="Verdict now (re-verified on this page)")
     def verdict_now(self, obj: MirrorEntry) -> str:
-        return reverify(obj)
+        return str(reverify(obj))
 
     @admin.action(description="Re-verify selected receipts")
     def reverify_selected(self, request: HttpRequest, queryset: QuerySet[MirrorEntry]) -> None:
         for entry in queryset.order_by("seq")[:200]:
-            verdict = reverify(entry)
-            level = (
-                messages.SUCCESS if ": Valid" in verdict and "hold" in verdict else messages.ERROR
+            result = reverify(entry)
+            self.message_user(
+                request, str(result), messages.SUCCESS if result.ok else messages.ERROR
             )
-            self.message_user(request, verdict, level)
+            self.log_change(request, entry, f"Re-verified: {result}")

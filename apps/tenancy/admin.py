@@ -6,18 +6,25 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from apps.common.errors import DomainError
-from apps.tenancy.admin_access import OrgScopedAdmin, can_write
+from apps.common.errors import DomainError, Forbidden
+from apps.tenancy.admin_access import OrgScopedAdmin, can_write, role_in
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.middleware import activate_console_orgs
-from apps.tenancy.models import DEFAULT_SCOPES, ApiKey, Membership, Org, Scope
-from apps.tenancy.services import api_key_issue, api_key_revoke, api_key_rotate, membership_add
+from apps.tenancy.models import DEFAULT_SCOPES, ApiKey, Membership, Org, Role, Scope
+from apps.tenancy.services import (
+    IssuedKey,
+    api_key_issue,
+    api_key_revoke,
+    api_key_rotate,
+    membership_add,
+)
 
 
 @admin.register(Org)
@@ -26,6 +33,11 @@ class OrgAdmin(OrgScopedAdmin[Org]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_superuser)  # creating tenants is an operator's act
+
+    def has_change_permission(self, request: HttpRequest, obj: Org | None = None) -> bool:
+        # Plan and limits decide what an org may consume: an operator's act too. Members
+        # see their org (and its dashboard) read-only.
+        return bool(request.user.is_superuser)
 
     @admin.display(description="Dashboard")
     def dashboard_link(self, obj: Org) -> str:
@@ -53,7 +65,11 @@ class OrgAdmin(OrgScopedAdmin[Org]):
         from apps.analytics.console import org_dashboard
 
         org = self._visible_org(request, org_id)
-        context = {**self.admin_site.each_context(request), "opts": self.model._meta}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "can_write": can_write(request, org.pk),
+        }
         return org_dashboard(request, org, context)
 
     def session_token_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
@@ -132,10 +148,36 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
             return
         issued = api_key_issue(org=obj.org, scopes=form.cleaned_data["scopes"], label=obj.label)
         obj.pk = issued.api_key.pk
-        messages.warning(
-            request,
-            f"API key issued. Copy it now, it is not shown again: {issued.secret}",
-        )
+        obj.prefix = issued.api_key.prefix
+        request._issued_keys = [(None, issued)]  # type: ignore[attr-defined]
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        issued = getattr(request, "_issued_keys", None)
+        if issued:
+            return self._secrets_page(request, "API key issued", issued)
+        return super().response_add(request, obj, post_url_continue)
+
+    def _secrets_page(
+        self, request: HttpRequest, title: str, issued: list[tuple[str | None, IssuedKey]]
+    ) -> HttpResponse:
+        """The new secrets, in this response only: never in a message (a cookie or the
+        session would carry them on), never stored (only their digests are)."""
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": self.model._meta,
+            "issued": [
+                {"replaces": old, "prefix": new.api_key.prefix, "org": new.api_key.org,
+                 "scopes": new.api_key.scopes, "label": new.api_key.label,
+                 "secret": new.secret}
+                for old, new in issued
+            ],
+        }  # fmt: skip
+        response = TemplateResponse(request, "admin/tenancy/apikey/secret_once.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
 
     @admin.action(description="Revoke selected API keys")
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
@@ -150,24 +192,31 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
         self.message_user(request, f"Revoked {done} key(s).", messages.SUCCESS)
 
     @admin.action(description="Rotate selected API keys (new secret, same scopes; old revoked)")
-    def rotate_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+    def rotate_selected(
+        self, request: HttpRequest, queryset: QuerySet[ApiKey]
+    ) -> HttpResponse | None:
+        rotated: list[tuple[str | None, IssuedKey]] = []
         for key in queryset:
             if not can_write(request, key.org_id) or key.revoked_at is not None:
                 messages.error(request, f"{key.prefix}: not rotated (revoked, or not a manager)")
                 continue
             issued = api_key_rotate(prefix=key.prefix)
-            self.log_change(request, key, f"Rotated to {issued.api_key.prefix}")
-            messages.warning(
-                request,
-                f"{key.prefix} rotated. Copy the new key now, it is not shown again: "
-                f"{issued.secret}",
-            )
+            self.log_change(request, key, f"Rotated: revoked, replaced by {issued.api_key.prefix}")
+            self.log_addition(request, issued.api_key, f"Issued by rotating {key.prefix}")
+            rotated.append((key.prefix, issued))
+        if not rotated:
+            return None
+        return self._secrets_page(request, "API keys rotated", rotated)
 
     # Keys are revoked, never deleted: receipts keep a reference to the key that pushed them.
 
 
 class MembershipForm(forms.ModelForm[Membership]):
-    username = forms.CharField(max_length=150, help_text="Created if it does not exist yet.")
+    username = forms.CharField(
+        max_length=150,
+        validators=[UnicodeUsernameValidator()],
+        help_text="Created if it does not exist yet.",
+    )
 
     class Meta:
         model = Membership
@@ -200,10 +249,19 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
         return () if obj is None else ("user", "org")
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        self._check_role_change(request, obj, change)
         username = form.cleaned_data.get("username") or obj.user.get_username()
-        try:
-            saved = membership_add(org=obj.org, username=username, role=obj.role)
-        except DomainError as error:
-            messages.error(request, error.message)
-            return
+        saved = membership_add(org=obj.org, username=username, role=obj.role)
         obj.pk, obj.user = saved.pk, saved.user
+
+    def _check_role_change(self, request: HttpRequest, obj: Membership, change: bool) -> None:
+        """Nobody grants more than they hold, or changes the role of someone above them."""
+        own = role_in(request, obj.org_id)
+        if own is None or not own.at_least(Role.MANAGER):
+            raise Forbidden(f"changing members of {obj.org} needs the manager role")
+        if not own.at_least(Role(obj.role)):
+            raise Forbidden(f"a {own.label.lower()} cannot grant the {obj.role} role")
+        if change:
+            current = Membership.objects.filter(pk=obj.pk).values_list("role", flat=True).first()
+            if current is not None and not own.at_least(Role(current)):
+                raise Forbidden(f"a {own.label.lower()} cannot change an {current}'s role")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from apps.common.errors import DomainError
 from apps.tenancy.models import Membership, Org, Role
 
 M = TypeVar("M", bound=Model)
@@ -31,6 +32,13 @@ def member_roles(request: HttpRequest) -> dict[int, Role]:
         }
         request._member_roles = cached  # type: ignore[attr-defined]
     return cached
+
+
+def role_in(request: HttpRequest, org_id: int) -> Role | None:
+    """The signed-in user's role in ``org_id`` (superusers: owner everywhere)."""
+    if request.user.is_superuser:
+        return Role.OWNER
+    return member_roles(request).get(org_id)
 
 
 def can_write(request: HttpRequest, org_id: int | None, role: Role = Role.MANAGER) -> bool:
@@ -87,6 +95,22 @@ class OrgScopedAdmin(admin.ModelAdmin[M], Generic[M]):
 
     def has_delete_permission(self, request: HttpRequest, obj: M | None = None) -> bool:
         return False
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # A service refusal raised from save_model rolls back the admin's transaction (so
+        # no half-written row and no admin log entry for what did not happen) and is shown
+        # as an error on the same page.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DomainError as error:
+            self.message_user(request, f"Refused: {error.message}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "org":
