@@ -16,7 +16,7 @@ from apps.approvals.services import (
     canonical_public_key,
 )
 from apps.common.errors import DomainError
-from apps.tenancy.admin_access import OrgScopedAdmin, can_write
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
 
 
 class ApproverKeyRegisterForm(forms.ModelForm[ApproverKey]):
@@ -47,7 +47,7 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
         "created_at",
         "revoked_at",
     ]
-    list_filter = ["org", "revoked_at"]
+    list_filter = [OrgFilter, "revoked_at"]
     search_fields = ["key_id", "label", "public_key"]
     actions = ["revoke_selected"]
 
@@ -102,7 +102,7 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     list_display = ["approval_id", "org", "status", "threshold", "approved_count", "rule_id",
                     "workflow", "flag", "created_at", "expires_at", "resolved_at"]  # fmt: skip
-    list_filter = ["status", "org", "flag"]
+    list_filter = ["status", OrgFilter, "flag"]
     search_fields = ["approval_id", "action_hash", "rule_id", "workflow"]
     readonly_fields = ["approval_id", "org", "action_hash", "status", "threshold", "roster",
                        "rule_id", "workflow", "account", "approved_count", "expires_at",

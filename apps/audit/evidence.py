@@ -11,6 +11,10 @@ Contents (``manifest.json`` lists each file's size, SHA-256 and BLAKE3):
   legs (record text and co-signature, verbatim) and their history;
 * ``approver_keys.json`` - the org's approver keys, with when they were registered and
   revoked;
+* ``sessions.json`` and ``sessions/NNNN.jsonl`` - each agent session of the window; a session
+  whose action receipts run from seq 0 without a gap gets a file (in session order; of a
+  suspended receipt and its approved form, the one its successor links to) that
+  ``verify_receipts --chain`` checks as one session chain;
 * ``VERIFY.md`` - how to check all of it.
 """
 
@@ -32,6 +36,7 @@ from apps.audit.selectors import ENTRY_FIELDS
 from apps.common.errors import InvalidInput
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD
 from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.receipts.verifier.chain import link_hash
 from apps.tenancy.models import Org
 
 VERIFY_MD = """\
@@ -58,7 +63,16 @@ received from {start} to {end} (UTC), generated at {generated}.
    LP(x) = u64_le(len(x)) || x. Drop `chain.json` on the `/verify` page to recompute it.
    When the window starts at seq 1 it is the whole chain; `head` and `size` are the chain's
    state at export time, so a later export must extend it, never rewrite it.
-4. **Approvals.** `approvals.json` carries each vote's approver key and decision and the
+4. **Agent sessions.** `sessions.json` lists the agent sessions of the window. Each session
+   whose action receipts run from seq 0 without a gap has a file `sessions/NNNN.jsonl`
+   (where a suspended receipt was approved, the form its successor links to), checked as one
+   hash-linked session chain by
+
+       python manage.py verify_receipts --chain sessions/0001.jsonl
+
+   A session that starts before the window (or has a gap in it) has no file; export a
+   wider window to check it. The `/verify` page accepts the same lines as a JSON array.
+5. **Approvals.** `approvals.json` carries each vote's approver key and decision and the
    co-signed legs verbatim; `approver_keys.json` says which keys were registered (and
    revoked) when. An L1 receipt's approver signature in `receipts.jsonl` must come from one
    of those keys.
@@ -96,19 +110,65 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
 
 
-def _entries(org: Org, window: EvidenceWindow) -> list[dict[str, Any]]:
-    rows = MirrorEntry.objects.filter(org=org)
+SESSION_FIELDS = ("session_id", "session_seq")
+
+
+def _entries(org: Org, window: EvidenceWindow, size: int) -> list[dict[str, Any]]:
+    # Only entries the head already covers: one appended while the export runs would make
+    # the archive's head disagree with its last entry.
+    rows = MirrorEntry.objects.filter(org=org, seq__lte=size)
     if window.start:
         rows = rows.filter(received_at__gte=datetime.combine(window.start, time.min, UTC))
     if window.end:
         end = datetime.combine(window.end + timedelta(days=1), time.min, UTC)
         rows = rows.filter(received_at__lt=end)
-    entries = list(rows.order_by("seq").values(*ENTRY_FIELDS))
+    entries = list(rows.order_by("seq").values(*ENTRY_FIELDS, *SESSION_FIELDS))
     for entry in entries:
         entry["supersedes_action_hash"] = entry["supersedes_action_hash"] or None
         entry["superseded_by"] = entry["superseded_by"] or None
         entry["received_at"] = _iso(entry["received_at"])
     return entries
+
+
+def _session_chain(forms: dict[int, list[str]]) -> list[str]:
+    """One receipt per position, walking back from the newest: where a position has two
+    forms (a suspended receipt and the approved one superseding it), the one its successor
+    links to (either is allowed), else the newest."""
+    chosen: list[str] = []
+    for seq in sorted(forms, reverse=True):
+        pick = forms[seq][-1]
+        if chosen:
+            wanted = json.loads(chosen[-1])["content"].get("prev_receipt_hash")
+            linked = [
+                text for text in forms[seq] if link_hash(json.loads(text)["content"]) == wanted
+            ]
+            pick = linked[-1] if linked else pick
+        chosen.append(pick)
+    return chosen[::-1]
+
+
+def _sessions(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
+    """The window's agent sessions, and a chain file for each one complete from seq 0."""
+    by_session: dict[str, dict[int, list[str]]] = {}
+    for entry in entries:  # oldest first
+        if not entry["session_id"] or entry["session_seq"] is None:
+            continue
+        if entry["kind"] != "action":
+            continue  # lifecycle receipts are not links of a session chain
+        forms = by_session.setdefault(entry["session_id"], {})
+        forms.setdefault(entry["session_seq"], []).append(entry["receipt"])
+    index: list[dict[str, Any]] = []
+    files: dict[str, bytes] = {}
+    for number, (session_id, forms) in enumerate(sorted(by_session.items()), start=1):
+        seqs = sorted(forms)
+        name = f"sessions/{number:04d}.jsonl" if seqs == list(range(len(seqs))) else None
+        if name is not None:
+            files[name] = "".join(text + "\n" for text in _session_chain(forms)).encode()
+        index.append(
+            {"session_id": session_id, "receipts": len(seqs), "first_seq": seqs[0],
+             "last_seq": seqs[-1], "file": name}
+        )  # fmt: skip
+    return index, files
 
 
 def _approvals(org: Org, action_hashes: set[str]) -> list[dict[str, Any]]:
@@ -164,9 +224,13 @@ def _approver_keys(org: Org) -> list[dict[str, Any]]:
 def evidence_export(*, org: Org, window: EvidenceWindow, now: datetime | None = None) -> bytes:
     """The evidence tar for ``org``'s receipts received within ``window``."""
     now = now or timezone.now()
-    entries = _entries(org, window)
     head_row = MirrorHead.objects.filter(org=org).values_list("size", "head").first()
     size, head = head_row or (0, EMPTY_CHAIN_HEAD)
+    entries = _entries(org, window, size)
+    sessions, session_files = _sessions(entries)
+    for entry in entries:
+        for field in SESSION_FIELDS:  # chain.json keeps the shape of GET /v1/audit/chain
+            del entry[field]
     files: dict[str, bytes] = {
         "receipts.jsonl": "".join(entry["receipt"] + "\n" for entry in entries).encode(),
         "chain.json": _json_bytes(
@@ -174,6 +238,8 @@ def evidence_export(*, org: Org, window: EvidenceWindow, now: datetime | None = 
         ),
         "approvals.json": _json_bytes(_approvals(org, {entry["action_hash"] for entry in entries})),
         "approver_keys.json": _json_bytes(_approver_keys(org)),
+        "sessions.json": _json_bytes(sessions),
+        **session_files,
         "VERIFY.md": VERIFY_MD.format(
             org=org.slug,
             start=window.start or "the first receipt",

@@ -26,7 +26,7 @@ from apps.policy.errors import PolicyFloorBypass
 from apps.policy.models import DeployChannel, PolicyDeployment, PolicyHead, PolicyVersion
 from apps.policy.preview import policy_preview
 from apps.policy.services import policy_deploy, policy_validate
-from apps.tenancy.admin_access import OrgScopedAdmin, can_write, writable_orgs
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
 from apps.tenancy.models import Org
 
 DIFF_LINE_STYLES = {"+": "background:#e6ffec", "-": "background:#ffebe9", "@": "color:#6e7781"}
@@ -88,7 +88,7 @@ class PolicyPreviewForm(forms.Form):
 @admin.register(PolicyVersion)
 class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
     list_display = ["policy_id", "org", "rule_count", "is_active", "created_at"]
-    list_filter = ["org"]
+    list_filter = [OrgFilter]
     search_fields = ["policy_id", "policy_hash"]
     actions = ["roll_back_to_selected"]
     change_list_template = "admin/policy/policyversion/change_list.html"
@@ -272,7 +272,7 @@ class PolicyDeploymentAdmin(OrgScopedAdmin[PolicyDeployment]):
     """The deploy history, read-only."""
 
     list_display = ["deployed_at", "org", "version", "previous_version", "deployed_by", "channel"]
-    list_filter = ["org", "channel"]
+    list_filter = [OrgFilter, "channel"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -21,8 +21,14 @@ from django.utils.html import format_html, format_html_join
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
 from apps.receipts.models import MirrorEntry
 from apps.receipts.verifier import verify_receipt
+from apps.receipts.verifier.schema import LIFECYCLE_KINDS
 from apps.receipts.verifier.verify import Verdict
-from apps.tenancy.admin_access import OrgScopedAdmin
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin
+
+# The receipt format's vocabularies (shared/spec receipts.md: action.verb, policy.decision_path).
+VERBS = ("llm_call", "tool_call", "http_request", "payment", "data_export", "account_change",
+         "delete")  # fmt: skip
+DECISION_PATHS = ("allow", "block", "redact", "require_approval")
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,28 @@ def reverify(entry: MirrorEntry) -> Reverification:
     return Reverification(seq=entry.seq, verdict=verdict, problems=tuple(problems))
 
 
+def choices_filter(field: str, label: str, values: tuple[str, ...]) -> type[admin.ListFilter]:
+    """A filter over a fixed vocabulary of the receipt format: the stock one would scan the
+    whole mirror table for its distinct values on every page."""
+
+    class ChoicesFilter(admin.SimpleListFilter):
+        title = label
+        parameter_name = field
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            return [(value, value) for value in values]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+            value = self.value()
+            return queryset.filter(**{field: value}) if value in values else queryset
+
+    return ChoicesFilter
+
+
+KindFilter = choices_filter("kind", "kind", LIFECYCLE_KINDS)
+DecisionFilter = choices_filter("decision_path", "policy decision", DECISION_PATHS)
+VerbFilter = choices_filter("verb", "verb", VERBS)
+
 DETAIL_FIELDS = ("readable", "org", "seq", "action_hash", "kind", "trust_level",
                  "supersedes_action_hash", "superseded_by", "prev_chain_hash", "chain_hash",
                  "receipt_digest", "received_at", "api_key", "session_id", "session_seq",
@@ -90,7 +118,7 @@ DETAIL_FIELDS = ("readable", "org", "seq", "action_hash", "kind", "trust_level",
 class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
     list_display = ["seq", "org", "action_hash", "kind", "trust_level", "verb", "workflow",
                     "decision_path", "agent_identity", "superseded_by", "received_at"]  # fmt: skip
-    list_filter = ["org", "trust_level", "kind", "decision_path", "verb", "received_at"]
+    list_filter = [OrgFilter, "trust_level", KindFilter, DecisionFilter, VerbFilter, "received_at"]
     search_fields = ["=action_hash", "agent_identity", "workflow", "rule_id", "session_id"]
     date_hierarchy = "received_at"
     ordering = ["org", "-seq"]

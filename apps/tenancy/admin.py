@@ -14,7 +14,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from apps.common.errors import DomainError, Forbidden
-from apps.tenancy.admin_access import OrgScopedAdmin, can_write, role_in
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, role_in
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.middleware import activate_console_orgs
 from apps.tenancy.models import DEFAULT_SCOPES, ApiKey, Membership, Org, Role, Scope
@@ -118,7 +118,7 @@ class ApiKeyIssueForm(forms.ModelForm[ApiKey]):
 @admin.register(ApiKey)
 class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
     list_display = ["prefix", "org", "label", "scopes", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["org", "revoked_at"]
+    list_filter = [OrgFilter, "revoked_at"]
     search_fields = ["prefix", "label", "org__slug"]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke_selected", "rotate_selected"]
@@ -226,7 +226,7 @@ class MembershipForm(forms.ModelForm[Membership]):
 @admin.register(Membership)
 class MembershipAdmin(OrgScopedAdmin[Membership]):
     list_display = ["user", "org", "role", "created_at"]
-    list_filter = ["org", "role"]
+    list_filter = [OrgFilter, "role"]
     search_fields = ["user__username", "org__slug"]
 
     def get_form(

@@ -1,0 +1,471 @@
+"""The console's authorization matrix: a superuser sees and changes everything; a member
+sees their orgs only (as row-level security does) and changes them only as manager or
+higher; every action lands in the admin log, which nobody edits."""
+
+from __future__ import annotations
+
+import re
+from http import HTTPStatus
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from apps.approvals.models import ApproverKey
+from apps.approvals.services import approval_open, approver_key_register
+from apps.policy.models import PolicyDeployment
+from apps.policy.selectors import policy_active
+from apps.policy.services import policy_deploy
+from apps.receipts.models import MirrorEntry
+from apps.tenancy.models import ApiKey, Membership, Org, Plan
+from apps.tenancy.services import api_key_authenticate, membership_add
+from tests.approvals.conftest import Approver
+from tests.policy.test_policy_api import ALLOW_SEARCH, BLOCK_SEARCH
+from tests.receipts.factories import Agent
+
+
+@pytest.fixture
+def root(db) -> Client:
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
+    client = Client()
+    assert client.login(username="root", password="pw-root")
+    return client
+
+
+def member(role: str) -> Client:
+    client = Client()
+    assert client.login(username=f"acme-{role}", password=f"pw-{role}")
+    return client
+
+
+@pytest.fixture
+def agents(cast, push, globex_push) -> dict[str, Agent]:
+    """Two receipts mirrored for acme, one for globex."""
+    acme, globex = Agent(), Agent()
+    billing = {"verb": "tool_call", "tool_name": "search", "target_host": "api.example.com",
+               "workflow": "billing/monthly", "account": "org/unit", "fields": {}}  # fmt: skip
+    for receipt in (acme.receipt(), acme.receipt(action=billing)):
+        assert push(receipt).status_code == HTTPStatus.CREATED
+    assert globex_push(globex.receipt()).status_code == HTTPStatus.CREATED
+    return {"acme": acme, "globex": globex}
+
+
+def logged(user: str, message: str) -> bool:
+    return (
+        LogEntry.objects.filter(user__username=user, change_message__contains=message).exists()
+        or LogEntry.objects.filter(user__username=user, object_repr__contains=message).exists()
+    )
+
+
+# --- what each one sees -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["viewer", "manager"])
+def test_members_list_only_their_orgs_rows_everywhere(cast, agents, role) -> None:
+    approver_key_register(org=cast.globex, public_key=Approver("g").public, key_id="globex-k")
+    policy_deploy(org=cast.globex, toml=ALLOW_SEARCH)
+    client = member(role)
+    for url, acme_marker, globex_marker in [
+        ("/admin/tenancy/org/", ">acme<", ">globex<"),
+        ("/admin/tenancy/apikey/", cast.acme_key.api_key.prefix, cast.globex_key.api_key.prefix),
+        ("/admin/receipts/mirrorentry/", agents["acme"].identity[:20],
+         agents["globex"].identity[:20]),
+        ("/admin/policy/policyversion/", "", "globex"),
+        ("/admin/approvals/approverkey/", "", "globex-k"),
+        ("/admin/tenancy/membership/", "acme-owner", "globex"),
+    ]:  # fmt: skip
+        page = client.get(url)
+        assert page.status_code == HTTPStatus.OK, url
+        html = page.content.decode()
+        assert acme_marker in html, url
+        assert globex_marker not in html, url
+
+
+def test_a_superuser_lists_every_org(cast, agents, root) -> None:
+    html = root.get("/admin/receipts/mirrorentry/").content.decode()
+    assert agents["acme"].identity[:20] in html
+    assert agents["globex"].identity[:20] in html
+    assert root.get(f"/admin/tenancy/org/{cast.globex.pk}/dashboard/").status_code == 200
+
+
+def test_another_orgs_objects_do_not_open(cast, agents) -> None:
+    client = member("manager")
+    globex_entry = MirrorEntry.objects.get(org=cast.globex)
+    for url in [
+        f"/admin/receipts/mirrorentry/{globex_entry.pk}/change/",
+        f"/admin/tenancy/apikey/{cast.globex_key.api_key.pk}/change/",
+        f"/admin/tenancy/org/{cast.globex.pk}/change/",
+    ]:
+        page = client.get(url)
+        assert page.status_code == HTTPStatus.FOUND, url  # the admin's "does not exist"
+        assert page["Location"] == "/admin/"
+    assert client.get(f"/admin/tenancy/org/{cast.globex.pk}/dashboard/").status_code == 404
+    reverify = client.post(f"/admin/receipts/mirrorentry/{globex_entry.pk}/reverify/")
+    assert reverify.status_code == HTTPStatus.NOT_FOUND
+
+
+def test_the_org_is_read_only_to_members_plan_and_limits_included(cast, root) -> None:
+    form = {"slug": "acme", "name": "Acme", "plan": Plan.CUSTOM, "monthly_receipt_cap": "9",
+            "rate_per_minute": "", "rate_burst": ""}  # fmt: skip
+    for role in ("manager", "owner"):
+        answer = member(role).post(f"/admin/tenancy/org/{cast.acme.pk}/change/", form)
+        assert answer.status_code == HTTPStatus.FORBIDDEN
+    assert Org.objects.get(pk=cast.acme.pk).plan == Plan.PRO
+    assert root.post(f"/admin/tenancy/org/{cast.acme.pk}/change/", form).status_code == 302
+    assert Org.objects.get(pk=cast.acme.pk).plan == Plan.CUSTOM
+    assert logged("root", "Plan")
+
+
+# --- dashboard ----------------------------------------------------------------------------------
+
+
+def test_the_dashboard_offers_writes_to_managers_only_and_links_approvals(cast, agents) -> None:
+    approver_key_register(org=cast.acme, public_key=Approver("a").public, key_id="a")
+    opened = approval_open(org=cast.acme, action_hash="cd" * 32, rule_id="payments.review")
+    policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
+    url = f"/admin/tenancy/org/{cast.acme.pk}/dashboard/"
+    viewer = member("viewer").get(url).content.decode()
+    manager = member("manager").get(url).content.decode()
+    approval = opened.approval
+    for html in (viewer, manager):
+        assert f"/admin/approvals/approval/{approval.pk}/change/" in html
+        assert f"/approve/{approval.approval_id}" in html
+        assert "/admin/policy/policyversion/compare/" in html  # two versions: a diff offered
+        assert "2 of 250000 receipts" in html
+    assert "/admin/policy/policyversion/add/" in manager
+    assert "/admin/policy/policyversion/add/" not in viewer
+
+
+# --- receipts -----------------------------------------------------------------------------------
+
+
+def test_receipts_search_by_identity_and_workflow_and_filter(cast, agents, root) -> None:
+    by_identity = root.get("/admin/receipts/mirrorentry/", {"q": agents["globex"].identity})
+    assert "1 result" in by_identity.content.decode()
+    by_workflow = root.get("/admin/receipts/mirrorentry/", {"q": "billing/monthly"})
+    assert "1 result" in by_workflow.content.decode()
+    for query, count in [({"trust_level__exact": "L0"}, 3), ({"kind": "action"}, 3),
+                         ({"verb": "payment"}, 0), ({"decision_path": "allow"}, 3),
+                         ({"org": cast.globex.pk}, 1),
+                         ({"received_at__year": timezone.now().year}, 3)]:  # fmt: skip
+        page = root.get("/admin/receipts/mirrorentry/", query).content.decode()
+        assert page.count('name="_selected_action"') == count, query
+    none = root.get("/admin/receipts/mirrorentry/", {"trust_level__exact": "L1"}).content
+    assert b'name="_selected_action"' not in none
+
+
+@pytest.mark.parametrize("role", ["viewer", "manager"])
+def test_the_reverify_button_shows_the_verdict_and_is_logged(cast, agents, role) -> None:
+    entry = MirrorEntry.objects.get(org=cast.acme, seq=1)
+    client = member(role)
+    page = client.get(f"/admin/receipts/mirrorentry/{entry.pk}/change/").content.decode()
+    assert f"/admin/receipts/mirrorentry/{entry.pk}/reverify/" in page
+    assert "Policy outcome" in page
+    answer = client.post(f"/admin/receipts/mirrorentry/{entry.pk}/reverify/", follow=True)
+    assert "#1: Valid (L0); digest and chain link hold" in answer.content.decode()
+    assert logged(f"acme-{role}", "Re-verified: #1: Valid")
+    get = client.get(f"/admin/receipts/mirrorentry/{entry.pk}/reverify/")
+    assert get.status_code == HTTPStatus.METHOD_NOT_ALLOWED
+
+
+def test_reverification_catches_a_rewritten_link(cast, agents, root) -> None:
+    second = MirrorEntry.objects.get(org=cast.acme, seq=2)
+    MirrorEntry.objects.filter(pk=second.pk).update(prev_chain_hash="00" * 32)
+    first = MirrorEntry.objects.get(org=cast.acme, seq=1)
+    html = root.post(f"/admin/receipts/mirrorentry/{second.pk}/reverify/", follow=True)
+    assert "prev_chain_hash is not entry #1" in html.content.decode()
+    html = root.post(f"/admin/receipts/mirrorentry/{first.pk}/reverify/", follow=True)
+    assert "entry #2 does not link to this chain_hash" in html.content.decode()
+
+
+def test_receipts_stay_read_only_for_everyone(cast, agents, root) -> None:
+    entry = MirrorEntry.objects.get(org=cast.acme, seq=1)
+    for client in (root, member("owner")):
+        assert client.get("/admin/receipts/mirrorentry/add/").status_code == 403
+        posted = client.post(f"/admin/receipts/mirrorentry/{entry.pk}/change/", {"seq": 9})
+        assert posted.status_code == HTTPStatus.FORBIDDEN
+        assert client.post(f"/admin/receipts/mirrorentry/{entry.pk}/delete/").status_code == 403
+    assert MirrorEntry.objects.get(pk=entry.pk).seq == 1
+
+
+# --- policy -------------------------------------------------------------------------------------
+
+
+def test_a_parse_error_is_shown_inline_and_nothing_deploys(cast) -> None:
+    answer = member("manager").post(
+        "/admin/policy/policyversion/add/", {"org": cast.acme.pk, "toml": "[[rules]\nid = "}
+    )
+    assert answer.status_code == HTTPStatus.OK
+    assert "errorlist" in answer.content.decode()
+    assert policy_active(org=cast.acme).is_fail_safe
+    assert not LogEntry.objects.exists()
+
+
+def test_a_manager_cannot_deploy_to_another_org(cast) -> None:
+    answer = member("manager").post(
+        "/admin/policy/policyversion/add/", {"org": cast.globex.pk, "toml": ALLOW_SEARCH}
+    )
+    assert answer.status_code == HTTPStatus.OK  # the org is not a choice: a form error
+    assert policy_active(org=cast.globex).is_fail_safe
+
+
+def test_compare_any_two_versions_of_an_org(cast) -> None:
+    old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    new = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
+    other = policy_deploy(org=cast.globex, toml=ALLOW_SEARCH)
+    viewer = member("viewer")
+    page = viewer.get("/admin/policy/policyversion/compare/", {"old": old.pk, "new": new.pk})
+    html = page.content.decode()
+    assert page.status_code == HTTPStatus.OK
+    assert re.search(r'<span style="background:#e6ffec">\+decision = &quot;block&quot;', html)
+    assert re.search(r'<span style="background:#ffebe9">-decision = &quot;allow&quot;', html)
+    for query in ({"old": old.pk, "new": other.pk}, {"old": other.pk, "new": other.pk},
+                  {"old": "x", "new": new.pk}):  # fmt: skip
+        answer = viewer.get("/admin/policy/policyversion/compare/", query)
+        assert answer.status_code == HTTPStatus.NOT_FOUND
+    detail = viewer.get(f"/admin/policy/policyversion/{new.pk}/change/").content.decode()
+    assert "Compare with" in detail
+    assert "/rollback/" not in detail  # viewers get no roll-back button
+
+
+def test_the_rollback_button_redeploys_through_the_service(cast) -> None:
+    old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
+    url = f"/admin/policy/policyversion/{old.pk}/rollback/"
+    assert member("viewer").post(url).status_code == HTTPStatus.FORBIDDEN
+    assert member("auditor").post(url).status_code == HTTPStatus.FORBIDDEN
+    assert policy_active(org=cast.acme).toml == BLOCK_SEARCH
+    manager = member("manager")
+    assert (
+        "/rollback/"
+        in manager.get(f"/admin/policy/policyversion/{old.pk}/change/").content.decode()
+    )
+    assert manager.post(url).status_code == HTTPStatus.FOUND
+    assert policy_active(org=cast.acme).policy_id == old.policy_id
+    history = PolicyDeployment.objects.filter(org=cast.acme).order_by("-id").first()
+    assert (history.channel, history.deployed_by.username) == ("console", "acme-manager")
+    assert logged("acme-manager", "roll back")
+    globex = policy_deploy(org=cast.globex, toml=ALLOW_SEARCH)
+    assert manager.post(f"/admin/policy/policyversion/{globex.pk}/rollback/").status_code == 404
+
+
+def test_preview_is_for_managers(cast) -> None:
+    assert member("viewer").get("/admin/policy/policyversion/preview/").status_code == 403
+    assert member("manager").get("/admin/policy/policyversion/preview/").status_code == 200
+
+
+# --- API keys -----------------------------------------------------------------------------------
+
+
+def test_issuing_shows_the_secret_once_on_an_uncached_page(cast) -> None:
+    client = member("manager")
+    answer = client.post(
+        "/admin/tenancy/apikey/add/",
+        {"org": cast.acme.pk, "label": "ci", "scopes": ["receipts:write", "policy:read"]},
+    )
+    assert answer.status_code == HTTPStatus.OK
+    assert "no-store" in answer["Cache-Control"]
+    secret = re.search(r"(hk_[0-9a-f]{12}_[A-Za-z0-9_-]+)", answer.content.decode()).group(1)
+    key = api_key_authenticate(presented=secret)
+    assert (key.label, sorted(key.scopes)) == ("ci", ["policy:read", "receipts:write"])
+    assert secret not in "".join(morsel.value for morsel in answer.cookies.values())
+    following = client.get("/admin/tenancy/apikey/").content.decode()
+    assert secret not in following
+    assert logged("acme-manager", "ci")
+
+
+@pytest.mark.parametrize("role", ["viewer", "auditor"])
+def test_below_manager_no_key_is_issued_revoked_or_rotated(cast, role) -> None:
+    client = member(role)
+    issued = client.post(
+        "/admin/tenancy/apikey/add/", {"org": cast.acme.pk, "label": "x", "scopes": ["policy:read"]}
+    )
+    assert issued.status_code == HTTPStatus.FORBIDDEN
+    pk = cast.acme_key.api_key.pk
+    for action in ("revoke_selected", "rotate_selected"):
+        client.post("/admin/tenancy/apikey/", {"action": action, "_selected_action": [pk]})
+    assert ApiKey.objects.count() == 3
+    assert api_key_authenticate(presented=cast.acme_key.secret) is not None
+
+
+def test_a_manager_cannot_touch_another_orgs_keys(cast) -> None:
+    pk = cast.globex_key.api_key.pk
+    client = member("manager")
+    for action in ("revoke_selected", "rotate_selected"):
+        client.post("/admin/tenancy/apikey/", {"action": action, "_selected_action": [pk]})
+    assert api_key_authenticate(presented=cast.globex_key.secret) is not None
+
+
+def test_rotating_logs_both_keys(cast, root) -> None:
+    old = cast.acme_key.api_key
+    answer = root.post(
+        "/admin/tenancy/apikey/", {"action": "rotate_selected", "_selected_action": [old.pk]}
+    )
+    assert answer.status_code == HTTPStatus.OK
+    assert old.prefix in answer.content.decode()  # "replaces"
+    new = ApiKey.objects.exclude(pk=old.pk).get(org=cast.acme, label="agent")
+    assert logged("root", f"replaced by {new.prefix}")
+    assert logged("root", f"Issued by rotating {old.prefix}")
+
+
+def test_revoking_is_logged(cast) -> None:
+    member("manager").post(
+        "/admin/tenancy/apikey/",
+        {"action": "revoke_selected", "_selected_action": [cast.acme_key.api_key.pk]},
+    )
+    assert api_key_authenticate(presented=cast.acme_key.secret) is None
+    assert logged("acme-manager", "Revoked")
+
+
+# --- approver keys ------------------------------------------------------------------------------
+
+
+def test_a_malformed_approver_key_is_a_form_error(cast) -> None:
+    answer = member("manager").post(
+        "/admin/approvals/approverkey/add/",
+        {"org": cast.acme.pk, "public_key": "not-a-key", "key_id": "", "label": "z"},
+    )
+    assert answer.status_code == HTTPStatus.OK
+    assert "public_key: not base64" in answer.content.decode()
+    assert not ApproverKey.objects.exists()
+    assert not LogEntry.objects.exists()
+
+
+def test_an_operator_key_is_refused_as_approver_with_the_reason(cast, agents) -> None:
+    answer = member("manager").post(
+        "/admin/approvals/approverkey/add/",
+        {"org": cast.acme.pk, "public_key": agents["acme"].identity, "key_id": "", "label": "z"},
+        follow=True,
+    )
+    assert "it cannot approve them" in answer.content.decode()
+    assert not ApproverKey.objects.exists()
+    assert not LogEntry.objects.exists()  # the refusal rolled back: nothing recorded
+
+
+def test_approver_keys_register_with_a_derived_id_and_revoke_per_org(cast, root) -> None:
+    alice = Approver("alice")
+    member("owner").post(
+        "/admin/approvals/approverkey/add/",
+        {"org": cast.acme.pk, "public_key": alice.public, "key_id": "", "label": "Alice"},
+    )
+    key = ApproverKey.objects.get(org=cast.acme)
+    assert key.key_id.startswith("ak_")
+    assert logged("acme-owner", key.key_id)
+    globex = approver_key_register(org=cast.globex, public_key=Approver("g").public, key_id="g")
+    member("manager").post(
+        "/admin/approvals/approverkey/",
+        {"action": "revoke_selected", "_selected_action": [key.pk, globex.pk]},
+    )
+    key.refresh_from_db()
+    globex.refresh_from_db()
+    assert key.revoked_at is not None
+    assert globex.revoked_at is None
+    assert member("viewer").post(
+        "/admin/approvals/approverkey/",
+        {"action": "revoke_selected", "_selected_action": [key.pk]},
+    ).status_code in (HTTPStatus.OK, HTTPStatus.FOUND)
+
+
+# --- members ------------------------------------------------------------------------------------
+
+
+def test_a_manager_adds_members_up_to_their_own_role(cast) -> None:
+    client = member("manager")
+    added = client.post(
+        "/admin/tenancy/membership/add/",
+        {"org": cast.acme.pk, "username": "dana", "role": "auditor"},
+    )
+    assert added.status_code == HTTPStatus.FOUND
+    assert Membership.objects.get(user__username="dana").role == "auditor"
+    assert get_user_model().objects.get(username="dana").is_staff
+    assert logged("acme-manager", "dana")
+    refused = client.post(
+        "/admin/tenancy/membership/add/",
+        {"org": cast.acme.pk, "username": "mallory", "role": "owner"},
+        follow=True,
+    )
+    assert "cannot grant the owner role" in refused.content.decode()
+    assert not get_user_model().objects.filter(username="mallory").exists()
+    assert not logged("acme-manager", "mallory")
+
+
+def test_a_manager_cannot_demote_an_owner_but_an_owner_can(cast) -> None:
+    owner = Membership.objects.get(user__username="acme-owner")
+    url = f"/admin/tenancy/membership/{owner.pk}/change/"
+    member("manager").post(url, {"role": "viewer"}, follow=True)
+    assert Membership.objects.get(pk=owner.pk).role == "owner"
+    manager = Membership.objects.get(user__username="acme-manager")
+    member("owner").post(f"/admin/tenancy/membership/{manager.pk}/change/", {"role": "auditor"})
+    assert Membership.objects.get(pk=manager.pk).role == "auditor"
+    assert logged("acme-owner", "as auditor")
+
+
+def test_viewers_cannot_change_members_and_bad_usernames_are_form_errors(cast, root) -> None:
+    answer = member("viewer").post(
+        "/admin/tenancy/membership/add/", {"org": cast.acme.pk, "username": "v", "role": "viewer"}
+    )
+    assert answer.status_code == HTTPStatus.FORBIDDEN
+    bad = root.post(
+        "/admin/tenancy/membership/add/",
+        {"org": cast.acme.pk, "username": "no spaces!", "role": "viewer"},
+    )
+    assert bad.status_code == HTTPStatus.OK
+    assert "errorlist" in bad.content.decode()
+    granted = root.post(
+        "/admin/tenancy/membership/add/",
+        {"org": cast.globex.pk, "username": "gina", "role": "owner"},
+    )
+    assert granted.status_code == HTTPStatus.FOUND
+    membership_add(org=cast.globex, username="gina", role="owner")  # same write path, no-op
+    assert Membership.objects.get(user__username="gina").role == "owner"
+
+
+# --- session tokens -----------------------------------------------------------------------------
+
+
+def test_session_tokens_only_for_the_members_own_orgs(cast, root) -> None:
+    answer = member("viewer").post(f"/admin/tenancy/org/{cast.globex.pk}/session-token/")
+    assert answer.status_code == HTTPStatus.NOT_FOUND
+    # A superuser who is no member of acme gets a refusal, not a token.
+    refused = root.post(f"/admin/tenancy/org/{cast.acme.pk}/session-token/")
+    assert refused.status_code == HTTPStatus.OK
+    assert "only members of the org get a token" in refused.content.decode()
+    assert (
+        member("viewer").post(f"/admin/tenancy/org/{cast.acme.pk}/session-token/").status_code
+        == 200
+    )
+    assert logged("acme-viewer", "session token")
+
+
+# --- the admin log ------------------------------------------------------------------------------
+
+
+def test_members_see_their_own_log_entries_and_nobody_edits_any(cast, root) -> None:
+    member("manager").post(
+        "/admin/tenancy/apikey/",
+        {"action": "revoke_selected", "_selected_action": [cast.acme_key.api_key.pk]},
+    )
+    root.post(f"/admin/tenancy/org/{cast.acme.pk}/change/",
+              {"slug": "acme", "name": "Acme Corp", "plan": Plan.PRO,
+               "monthly_receipt_cap": "", "rate_per_minute": "", "rate_burst": ""})  # fmt: skip
+    mine = LogEntry.objects.get(user__username="acme-manager")
+    roots = LogEntry.objects.get(user__username="root")
+    manager = member("manager")
+    listing = manager.get("/admin/admin/logentry/").content.decode()
+    assert "Revoked" in listing
+    assert "Acme Corp" not in listing
+    assert manager.get(f"/admin/admin/logentry/{roots.pk}/change/").status_code == 302
+    for client in (root, manager):
+        assert client.get("/admin/admin/logentry/add/").status_code == 403
+        assert (
+            client.post(f"/admin/admin/logentry/{mine.pk}/delete/", {"post": "yes"}).status_code
+            == 403
+        )
+        client.post(f"/admin/admin/logentry/{mine.pk}/change/", {"change_message": "x"})
+        bulk = {"action": "delete_selected", "_selected_action": [mine.pk], "post": "yes"}
+        client.post("/admin/admin/logentry/", bulk)
+    assert LogEntry.objects.get(pk=mine.pk).change_message == "Revoked"
+    assert LogEntry.objects.count() == 2
