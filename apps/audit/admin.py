@@ -1,10 +1,14 @@
-"""Console: the admin log, where every console change is recorded. Nobody edits it here."""
+"""Console: the admin log, where every console action is recorded. Nobody edits it: the
+console grants no add, change or delete on it (superusers included), and on PostgreSQL a
+trigger refuses UPDATE and DELETE (migration 0001 of this app)."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
-from django.db.models import QuerySet
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 
@@ -36,4 +40,17 @@ class ConsoleLogAdmin(admin.ModelAdmin[LogEntry]):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: LogEntry | None = None) -> bool:
+        return False
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class ConsoleUserAdmin(UserAdmin):  # type: ignore[type-arg]
+    """Users are deactivated, never deleted: deleting one would take their admin log
+    entries with it (the log's user column cascades)."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

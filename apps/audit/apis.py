@@ -94,7 +94,8 @@ class AuditChainApi(DashboardApi):
             (200, "application/x-tar"): OpenApiResponse(
                 response=OpenApiTypes.BINARY,
                 description="A tar with receipts.jsonl, chain.json, approvals.json, "
-                "approver_keys.json, manifest.json and VERIFY.md.",
+                "approver_keys.json, sessions.json (and sessions/NNNN.jsonl), manifest.json "
+                "and VERIFY.md.",
             ),
             **keyscoped_errors(403, 422),
         },

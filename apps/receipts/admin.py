@@ -124,6 +124,7 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
     ordering = ["org", "-seq"]
     actions = ["reverify_selected"]
     list_per_page = 50
+    show_full_result_count = False  # a filtered count would be a second scan of the mirror
     change_form_template = "admin/receipts/mirrorentry/change_form.html"
     fields = DETAIL_FIELDS
     readonly_fields = DETAIL_FIELDS
