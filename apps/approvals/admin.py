@@ -64,13 +64,14 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
     ) -> tuple[str, ...]:
         if obj is None:
             return ()
-        return ("org", "key_id", "public_key", "created_by", "created_via", "created_at",
-                "revoked_at")  # fmt: skip
+        return ("org", "key_id", "label", "public_key", "created_by", "created_via",
+                "created_at", "revoked_at")  # fmt: skip
+
+    def has_change_permission(self, request: HttpRequest, obj: ApproverKey | None = None) -> bool:
+        # A key is registered or revoked (the action), never edited.
+        return False if obj is not None else super().has_change_permission(request, obj)
 
     def save_model(self, request: HttpRequest, obj: ApproverKey, form: Any, change: bool) -> None:
-        if change:
-            ApproverKey.objects.filter(pk=obj.pk).update(label=obj.label)
-            return
         # A refusal (the key signs the org's receipts, or is taken) propagates: the admin's
         # transaction rolls back and the page shows it (OrgScopedAdmin.changeform_view).
         key = approver_key_register(

@@ -7,8 +7,15 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -52,6 +59,8 @@ class OrgAdmin(OrgScopedAdmin[Org]):
                  name="tenancy_org_dashboard"),
             path("<int:org_id>/session-token/", wrap(self.session_token_view),
                  name="tenancy_org_session_token"),
+            path("<int:org_id>/evidence/", wrap(self.evidence_view),
+                 name="tenancy_org_evidence"),
             *super().get_urls(),
         ]  # fmt: skip
 
@@ -69,8 +78,30 @@ class OrgAdmin(OrgScopedAdmin[Org]):
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "can_write": can_write(request, org.pk),
+            "can_export": can_write(request, org.pk, Role.AUDITOR),
         }
         return org_dashboard(request, org, context)
+
+    def evidence_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
+        """The evidence tar (the service behind POST /v1/evidence/export), auditor+ (POST)."""
+        from apps.audit.evidence import evidence_export, parse_window
+
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        org = self._visible_org(request, org_id)
+        if not can_write(request, org.pk, Role.AUDITOR):
+            raise PermissionDenied
+        start, end = request.POST.get("from") or None, request.POST.get("to") or None
+        try:
+            window = parse_window(start, end)
+        except DomainError as error:
+            self.message_user(request, f"Refused: {error.message}", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:tenancy_org_dashboard", args=[org.pk]))
+        archive = evidence_export(org=org, window=window)
+        self.log_change(request, org, f"Exported evidence ({start or 'start'} to {end or 'now'})")
+        response = HttpResponse(archive, content_type="application/x-tar")
+        response["Content-Disposition"] = f'attachment; filename="evidence-{org.slug}.tar"'
+        return response
 
     def session_token_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
         """A dashboard session JWT for the signed-in member, for scripts (POST only)."""
@@ -138,14 +169,13 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
     def get_readonly_fields(
         self, request: HttpRequest, obj: ApiKey | None = None
     ) -> tuple[str, ...]:
-        if obj is None:
-            return ()
-        return ("org", "prefix", "scopes", "created_at", "last_used_at", "revoked_at")
+        return () if obj is None else self.get_fields(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
+        # A key is issued, revoked or rotated (the actions), never edited.
+        return False if obj is not None else super().has_change_permission(request, obj)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
-        if change:
-            ApiKey.objects.filter(pk=obj.pk).update(label=obj.label)
-            return
         issued = api_key_issue(org=obj.org, scopes=form.cleaned_data["scopes"], label=obj.label)
         obj.pk = issued.api_key.pk
         obj.prefix = issued.api_key.prefix

@@ -137,6 +137,16 @@ class OrgScopedAdmin(admin.ModelAdmin[M], Generic[M]):
             self.message_user(request, f"Refused: {error.message}", messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # An action's service refusal (each service is its own transaction) is a message.
+        try:
+            return super().changelist_view(request, extra_context)
+        except DomainError as error:
+            self.message_user(request, f"Refused: {error.message}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "org":
             kwargs["queryset"] = writable_orgs(request, self.write_role)

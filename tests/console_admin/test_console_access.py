@@ -469,3 +469,43 @@ def test_members_see_their_own_log_entries_and_nobody_edits_any(cast, root) -> N
         client.post("/admin/admin/logentry/", bulk)
     assert LogEntry.objects.get(pk=mine.pk).change_message == "Revoked"
     assert LogEntry.objects.count() == 2
+
+
+# --- keys are never edited; evidence from the dashboard -----------------------------------------
+
+
+def test_keys_are_issued_revoked_or_rotated_never_edited(cast, root) -> None:
+    key = cast.acme_key.api_key
+    approver = approver_key_register(org=cast.acme, public_key=Approver("a").public, key_id="a")
+    for client in (root, member("owner")):
+        for url, body in [
+            (f"/admin/tenancy/apikey/{key.pk}/change/", {"label": "renamed"}),
+            (f"/admin/approvals/approverkey/{approver.pk}/change/", {"label": "renamed"}),
+        ]:
+            assert client.post(url, body).status_code == HTTPStatus.FORBIDDEN
+            assert client.get(url).status_code == HTTPStatus.OK  # a read-only view
+    assert ApiKey.objects.get(pk=key.pk).label == "agent"
+
+
+def test_an_auditor_downloads_the_evidence_tar_from_the_dashboard(cast, agents) -> None:
+    import io
+    import json
+    import tarfile
+
+    url = f"/admin/tenancy/org/{cast.acme.pk}/evidence/"
+    auditor = member("auditor")
+    assert url in auditor.get(f"/admin/tenancy/org/{cast.acme.pk}/dashboard/").content.decode()
+    answer = auditor.post(url, {"from": "", "to": ""})
+    assert answer.status_code == HTTPStatus.OK
+    assert answer["Content-Type"] == "application/x-tar"
+    with tarfile.open(fileobj=io.BytesIO(answer.content)) as tar:
+        manifest = json.load(tar.extractfile("evidence-acme/manifest.json"))  # type: ignore[arg-type]
+    assert (manifest["org"], manifest["receipts"]) == ("acme", 2)
+    assert logged("acme-auditor", "Exported evidence")
+    bad = auditor.post(url, {"from": "2026-02-01", "to": "2026-01-01"}, follow=True)
+    assert "from: must not be after to" in bad.content.decode()
+    assert member("viewer").post(url).status_code == HTTPStatus.FORBIDDEN
+    viewer_page = member("viewer").get(f"/admin/tenancy/org/{cast.acme.pk}/dashboard/")
+    assert url not in viewer_page.content.decode()
+    assert auditor.post(f"/admin/tenancy/org/{cast.globex.pk}/evidence/").status_code == 404
+    assert auditor.get(url).status_code == HTTPStatus.METHOD_NOT_ALLOWED
