@@ -69,10 +69,21 @@ def _decide(allowed: bool, tat: float, now: float, interval: float, capacity: in
     )
 
 
-def _redis_client() -> Any | None:
-    backend = getattr(cache, "_cache", None)
-    get_client = getattr(backend, "get_client", None)
-    return get_client(write=True) if get_client is not None else None
+_redis_script: Any = None
+
+
+def _redis_gcra() -> Any | None:
+    """The GCRA script bound to the cache's Redis client (built once per process: a
+    Redis client object is costly to construct, the connection pool is shared anyway), or
+    None when the cache is not Redis."""
+    global _redis_script
+    if _redis_script is None:
+        backend = getattr(cache, "_cache", None)
+        get_client = getattr(backend, "get_client", None)
+        if get_client is None:
+            return None
+        _redis_script = get_client(write=True).register_script(_GCRA_LUA)
+    return _redis_script
 
 
 def take(key: str, *, per_minute: int, burst: int, clock: Clock = time.time) -> Decision:
@@ -80,9 +91,9 @@ def take(key: str, *, per_minute: int, burst: int, clock: Clock = time.time) -> 
     interval = 60.0 / per_minute
     now = clock()
     cache_key = f"ratelimit:{key}"
-    client = _redis_client()
-    if client is not None:
-        allowed_flag, tat_text = client.eval(_GCRA_LUA, 1, cache_key, now, interval, burst)
+    script = _redis_gcra()
+    if script is not None:
+        allowed_flag, tat_text = script(keys=[cache_key], args=[now, interval, burst])
         return _decide(bool(allowed_flag), float(tat_text), now, interval, burst)
     with _local_lock:
         tat = max(float(cache.get(cache_key) or 0.0), now)
