@@ -34,6 +34,7 @@ from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.models import Scope
 from apps.tenancy.org_context import activate_default
 from apps.tenancy.services import api_key_issue
+from tests.teampath.test_policy_api import POLICY
 
 FUZZ_CONFIG = schemathesis.Config.from_dict(
     {
@@ -55,30 +56,8 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
+# POLICY (deployed for acme) makes the policy routes answer a real bundle, rules rendered.
 CSRF_SECRET = "f" * 32
-# Deployed for acme, so the policy routes answer a real bundle (rules rendered).
-POLICY = """\
-[[rule]]
-id = "search.allow"
-order = 20
-enabled = true
-subject = { kind = "any" }
-verb = "tool_call"
-scope = "*"
-decision = "allow"
-
-[[rule]]
-id = "payment.large.requires_approval"
-order = 10
-enabled = true
-subject = { kind = "workflow", value = "ops/nightly" }
-verb = "payment"
-scope = "*"
-decision = { require_approval = {} }
-approvers = ["Security Admin"]
-sla_minutes = 30
-conditions = [{ field = "amount", op = "gt", value = 1000, display = "amount > $1,000" }]
-"""
 
 keyscoped = schemathesis.openapi.from_dict(profile_document("keyscoped"), config=FUZZ_CONFIG)
 teampath = schemathesis.openapi.from_dict(profile_document("teampath"), config=FUZZ_CONFIG)
