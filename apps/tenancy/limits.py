@@ -30,6 +30,8 @@ from apps.common import metrics
 
 Clock = Callable[[], float]
 
+# Times are integer microseconds: Lua's tostring keeps only 14 significant digits, which
+# at today's epoch is 0.1 ms, coarser than the emission interval of a fast plan.
 _GCRA_LUA = """
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 local now = tonumber(ARGV[1])
@@ -38,10 +40,11 @@ local capacity = tonumber(ARGV[3])
 if tat < now then tat = now end
 local next_tat = tat + interval
 if next_tat - now > capacity * interval then
-  return {0, tostring(tat)}
+  return {0, string.format('%d', tat)}
 end
-redis.call('SET', KEYS[1], tostring(next_tat), 'PX', math.ceil((next_tat - now) * 1000) + 1000)
-return {1, tostring(next_tat)}
+redis.call('SET', KEYS[1], string.format('%d', next_tat),
+           'PX', math.ceil((next_tat - now) / 1000) + 1000)
+return {1, string.format('%d', next_tat)}
 """
 
 _local_lock = threading.Lock()
@@ -93,8 +96,9 @@ def take(key: str, *, per_minute: int, burst: int, clock: Clock = time.time) -> 
     cache_key = f"ratelimit:{key}"
     script = _redis_gcra()
     if script is not None:
-        allowed_flag, tat_text = script(keys=[cache_key], args=[now, interval, burst])
-        return _decide(bool(allowed_flag), float(tat_text), now, interval, burst)
+        now_us, interval_us = int(now * 1_000_000), max(1, round(interval * 1_000_000))
+        allowed_flag, tat_us = script(keys=[cache_key], args=[now_us, interval_us, burst])
+        return _decide(bool(allowed_flag), int(tat_us) / 1_000_000, now, interval, burst)
     with _local_lock:
         tat = max(float(cache.get(cache_key) or 0.0), now)
         next_tat = tat + interval

@@ -225,3 +225,35 @@ def test_two_processes_share_one_bucket_through_redis(tmp_path) -> None:
     # 80 attempts at once against one bucket of 25: exactly 25 admitted in all, whichever
     # process made them (a per-process count would admit 50).
     assert sum(admitted) == 25
+
+
+@pytest.fixture
+def redis_cache(settings, monkeypatch):
+    url = _redis_url()
+    if url is None:
+        pytest.skip("needs Redis at 127.0.0.1:6379 (CI has it)")
+    from apps.tenancy import limits
+
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    }
+    monkeypatch.setattr(limits, "_redis_script", None)
+    yield
+    limits._redis_script = None
+
+
+def test_the_redis_script_keeps_microsecond_exactness(redis_cache, limits_on) -> None:
+    import time
+
+    clock = limits_on
+    clock.now = time.time()  # the Redis key expires relative to real time
+    key = f"exact-{time.time_ns()}"
+    decisions = [take(key, per_minute=60, burst=3, clock=clock) for _ in range(4)]
+    assert [d.allowed for d in decisions] == [True, True, True, False]
+    assert decisions[3].retry_after_seconds == 1
+    clock.now += 1.0
+    assert take(key, per_minute=60, burst=3, clock=clock).allowed
+    # A fast plan: an interval far below Lua's 0.1 ms string precision still advances.
+    fast = f"fast-{time.time_ns()}"
+    admitted = [take(fast, per_minute=6_000_000, burst=5, clock=clock).allowed for _ in range(7)]
+    assert admitted == [True] * 5 + [False] * 2
