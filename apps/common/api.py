@@ -68,8 +68,18 @@ def keyscoped_exception_handler(exc: Exception, context: dict[str, Any]) -> Resp
 
 
 class RateLimitedApi(APIView):
-    """Adds the ``RateLimit-*`` headers of the request's rate-limit decision (if one was
-    taken: after authentication) to every response, errors included."""
+    """Takes the rate-limit decision right after authentication, before permissions (DRF's
+    own order is the reverse), and adds its ``RateLimit-*`` headers to every response,
+    errors included: an authenticated request refused for its scope or role still counts
+    and still says what remains. Before authentication there is no bucket and no header."""
+
+    def perform_authentication(self, request: Request) -> None:
+        super().perform_authentication(request)
+        super().check_throttles(request)
+
+    def check_throttles(self, request: Request) -> None:
+        """Done in :meth:`perform_authentication` already (``initial`` calls this after
+        the permissions): a second call would take a second token."""
 
     def finalize_response(
         self, request: Request, response: Response, *args: Any, **kwargs: Any

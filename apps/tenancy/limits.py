@@ -9,12 +9,18 @@ may arrive at once, after which they are admitted at the sustained rate.
 The TAT lives in the shared cache: on Redis the read-check-write is one Lua script (atomic
 across every worker and machine); with the local-memory cache (one process, SQLite trials)
 a process lock makes it atomic. Limits are enforced through DRF throttle classes, after
-authentication (the org or user is known) and before the body is read or verified.
+authentication (the org or user is known), before permissions (an authenticated request
+refused for its scope still counts and still carries the ``RateLimit-*`` headers) and
+before the body is read or verified.
+
+When Redis cannot be reached the request is admitted (logged, without headers): the limiter
+protects the service, an outage of it must not refuse every agent's receipts. The readiness
+probe reports the cache as failed meanwhile.
 """
 
 from __future__ import annotations
 
-import math
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,10 +29,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from redis.exceptions import RedisError
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from apps.common import metrics
+
+logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
@@ -59,20 +68,27 @@ class Decision:
     retry_after_seconds: int  # until the next request is admitted (0 when allowed)
 
 
-def _decide(allowed: bool, tat: float, now: float, interval: float, capacity: int) -> Decision:
-    backlog = max(0.0, tat - now)  # seconds of sustained rate already spent
-    remaining = max(0, math.floor((capacity * interval - backlog) / interval + 1e-9))
-    retry = 0 if allowed else max(1, math.ceil(backlog + interval - capacity * interval))
+_US = 1_000_000
+
+
+def _decide(allowed: bool, tat_us: int, now_us: int, interval_us: int, capacity: int) -> Decision:
+    """What a decision means for the headers, in exact integer microseconds: a refusal has
+    0 remaining and waits at least 1 s (rounded up, never early)."""
+    backlog = max(0, tat_us - now_us)  # of the sustained rate already spent
+    window = capacity * interval_us
+    remaining = max(0, (window - backlog) // interval_us)
+    retry = 0 if allowed else max(1, -(-(backlog + interval_us - window) // _US))
     return Decision(
         allowed=allowed,
         limit=capacity,
         remaining=remaining,
-        reset_seconds=max(0, math.ceil(backlog)),
+        reset_seconds=-(-backlog // _US),
         retry_after_seconds=retry,
     )
 
 
-_redis_script: Any = None
+# (cache location, script): rebuilt when the cache settings change (tests switch them).
+_redis_script: tuple[object, Any] | None = None
 
 
 def _redis_gcra() -> Any | None:
@@ -80,32 +96,37 @@ def _redis_gcra() -> Any | None:
     Redis client object is costly to construct, the connection pool is shared anyway), or
     None when the cache is not Redis."""
     global _redis_script
-    if _redis_script is None:
+    location = settings.CACHES["default"].get("LOCATION")
+    if _redis_script is None or _redis_script[0] != location:
         backend = getattr(cache, "_cache", None)
         get_client = getattr(backend, "get_client", None)
         if get_client is None:
             return None
-        _redis_script = get_client(write=True).register_script(_GCRA_LUA)
-    return _redis_script
+        _redis_script = (location, get_client(write=True).register_script(_GCRA_LUA))
+    return _redis_script[1]
 
 
 def take(key: str, *, per_minute: int, burst: int, clock: Clock = time.time) -> Decision:
     """Admit or refuse one request for ``key`` and say what remains."""
-    interval = 60.0 / per_minute
-    now = clock()
+    # Integer microseconds on both paths: float seconds at today's epoch lose the emission
+    # interval of a fast plan to rounding (a full bucket could refuse).
+    now_us = round(clock() * _US)
+    interval_us = max(1, round(60 * _US / per_minute))
     cache_key = f"ratelimit:{key}"
     script = _redis_gcra()
     if script is not None:
-        now_us, interval_us = int(now * 1_000_000), max(1, round(interval * 1_000_000))
-        allowed_flag, tat_us = script(keys=[cache_key], args=[now_us, interval_us, burst])
-        return _decide(bool(allowed_flag), int(tat_us) / 1_000_000, now, interval, burst)
+        # The script sees raw Redis keys: apply the cache's KEY_PREFIX and VERSION as
+        # cache.get does, so deployments sharing one Redis database keep apart.
+        redis_key = cache.make_key(cache_key)
+        allowed_flag, tat = script(keys=[redis_key], args=[now_us, interval_us, burst])
+        return _decide(bool(allowed_flag), int(tat), now_us, interval_us, burst)
     with _local_lock:
-        tat = max(float(cache.get(cache_key) or 0.0), now)
-        next_tat = tat + interval
-        if next_tat - now > burst * interval:
-            return _decide(False, tat, now, interval, burst)
-        cache.set(cache_key, next_tat, timeout=math.ceil(next_tat - now) + 1)
-        return _decide(True, next_tat, now, interval, burst)
+        tat_us = max(int(cache.get(cache_key) or 0), now_us)
+        next_tat_us = tat_us + interval_us
+        if next_tat_us - now_us > burst * interval_us:
+            return _decide(False, tat_us, now_us, interval_us, burst)
+        cache.set(cache_key, next_tat_us, timeout=-(-(next_tat_us - now_us) // _US) + 1)
+        return _decide(True, next_tat_us, now_us, interval_us, burst)
 
 
 class _LimitThrottle(BaseThrottle):
@@ -124,7 +145,11 @@ class _LimitThrottle(BaseThrottle):
         if bucket is None:
             return True
         key, per_minute, burst = bucket
-        decision = take(key, per_minute=per_minute, burst=burst, clock=type(self).clock)
+        try:
+            decision = take(key, per_minute=per_minute, burst=burst, clock=type(self).clock)
+        except RedisError:
+            logger.warning("rate limiter unavailable: %s admitted unmetered", key, exc_info=True)
+            return True
         request._rate_limit = decision  # type: ignore[attr-defined]  # read by headers
         self._decision = decision
         if not decision.allowed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -51,16 +52,34 @@ class Org(models.Model):
         null=True, blank=True, help_text="Leave empty to use the plan's default."
     )
     # Per-org overrides of the plan's SDK-plane rate limit (settings.RATE_LIMITS).
+    # At least 1 (a form refuses 0, the database too, rather than read it as "the plan's"
+    # or divide by it); as in org_set_limits, None is the way back to the plan.
     rate_per_minute = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Sustained requests per minute; empty: the plan's."
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Sustained requests per minute; empty: the plan's.",
     )
     rate_burst = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Requests that may arrive at once; empty: the plan's."
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Requests that may arrive at once; empty: the plan's.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(rate_per_minute__isnull=True) | models.Q(rate_per_minute__gte=1),
+                name="org_rate_per_minute_at_least_one",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(rate_burst__isnull=True) | models.Q(rate_burst__gte=1),
+                name="org_rate_burst_at_least_one",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.slug

@@ -118,11 +118,19 @@ ORG_CONTEXT_DEFAULT = env_choice("ORG_CONTEXT_DEFAULT", "none", ("none", "all"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+# Seconds to wait for Redis (connect, and each command); 0 = no limit. A hung Redis would
+# otherwise hang every request at its rate-limit check; past the timeout the limiter admits
+# the request (logged) and the readiness probe reports the cache failed.
+REDIS_TIMEOUT_SECONDS = env_int("REDIS_TIMEOUT_SECONDS", 1)
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "socket_connect_timeout": REDIS_TIMEOUT_SECONDS or None,
+                "socket_timeout": REDIS_TIMEOUT_SECONDS or None,
+            },
         }
     }
 else:
