@@ -127,6 +127,8 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
+            # Apart from other deployments' keys when several share one Redis database.
+            "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", ""),
             "OPTIONS": {
                 "socket_connect_timeout": REDIS_TIMEOUT_SECONDS or None,
                 "socket_timeout": REDIS_TIMEOUT_SECONDS or None,
