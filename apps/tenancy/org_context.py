@@ -6,16 +6,24 @@ has a policy (in each app's ``row_level_security`` migration) admitting a row on
 * its org is in ``app.org_ids`` (a comma-separated list of org ids), or
 * ``app.all_orgs`` is ``on`` (operators: management commands, superusers in the console).
 
-Both are session settings of the connection, so they must be set for every request and put
-back afterwards: :func:`activate_orgs` / :func:`activate_all_orgs` are called by the
-credential checks (API key, console JWT, console session), and a ``request_finished``
-receiver returns the connection to the process default. A web worker's default is *no org*:
-a query that forgot its org filter returns nothing rather than another tenant's rows.
-Management commands and the test suite default to all orgs (``ORG_CONTEXT_DEFAULT``).
+Both are session settings of the connection, so they must be set for every request and
+never outlive it: :func:`activate_orgs` / :func:`activate_all_orgs` are called by the
+credential checks (API key, console JWT, console session). When a request finishes, a
+context it set *expires*: before the next statement on that connection runs it is put back
+to the process default, unless that statement sets a context of its own (an API key
+lookup) or the next request activates the same one. So a web worker's statements never
+run in a previous request's context, and an SDK request pays no round trip for the reset.
+Django's statements are held by an execute wrapper (installed on every new connection);
+the prepared statements of the push path call :func:`settle` or set the context
+themselves. A web worker's default is *no org*: a query that forgot its org filter
+returns nothing rather than another tenant's rows. Management commands and the test suite
+default to all orgs (``ORG_CONTEXT_DEFAULT``).
 
-Resolving a credential happens before its org is known, so those two lookups run through
-``SECURITY DEFINER`` functions owned by the migration role (see tenancy's RLS migration).
-On SQLite (local trial only) all of this is a no-op.
+Resolving a credential happens before its org is known, so those lookups run through
+``SECURITY DEFINER`` functions owned by the migration role (see tenancy's RLS migrations).
+The API key resolver (:func:`lookup_api_key`) also opens the key's org in the same
+statement: every SDK request costs one round trip for both. On SQLite (local trial only)
+all of this is a no-op.
 
 The settings are session-level (not ``SET LOCAL``), so a connection pooler in front of
 PostgreSQL must use session pooling; the state is tracked per connection so repeated
@@ -24,7 +32,7 @@ activation of the same context costs no round trip.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -34,11 +42,34 @@ from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
+from apps.common.prepared import prepared_cursor
+
 ALL = "all"
 NONE = "none"
 
 _SET_CONTEXT = "SELECT set_config('app.org_ids', %s, false), set_config('app.all_orgs', %s, false)"
+# On the connection wrapper: the context its session has, and whether that context belongs
+# to a request that has finished.
 _STATE_ATTRIBUTE = "_mirror_org_context"
+_EXPIRED_ATTRIBUTE = "_mirror_org_context_expired"
+
+
+def _default_state() -> tuple[str, bool]:
+    return ("", settings.ORG_CONTEXT_DEFAULT == ALL)
+
+
+def _set(wrapper: BaseDatabaseWrapper, state: tuple[str, bool]) -> None:
+    """Set the session's context; straight on the open connection when there is one, so
+    neither Django's health check nor the execute wrapper runs first."""
+    params = [state[0], "on" if state[1] else "off"]
+    if wrapper.connection is None:
+        with wrapper.cursor() as cursor:  # connects; the new connection gets the default
+            cursor.execute(_SET_CONTEXT, params)
+    else:
+        with wrapper.wrap_database_errors:
+            wrapper.connection.execute(_SET_CONTEXT, params)
+    setattr(wrapper, _STATE_ATTRIBUTE, state)
+    setattr(wrapper, _EXPIRED_ATTRIBUTE, False)
 
 
 def _apply(wrapper: BaseDatabaseWrapper, org_ids: str, all_orgs: bool) -> None:
@@ -46,10 +77,37 @@ def _apply(wrapper: BaseDatabaseWrapper, org_ids: str, all_orgs: bool) -> None:
         return
     state = (org_ids, all_orgs)
     if getattr(wrapper, _STATE_ATTRIBUTE, None) == state and wrapper.connection is not None:
+        setattr(wrapper, _EXPIRED_ATTRIBUTE, False)  # already this request's context
         return
-    with wrapper.cursor() as cursor:
-        cursor.execute(_SET_CONTEXT, [org_ids, "on" if all_orgs else "off"])
-    setattr(wrapper, _STATE_ATTRIBUTE, state)
+    _set(wrapper, state)
+
+
+def settle() -> None:
+    """Put an expired context (a finished request's) back to the default now. Statements
+    that bypass Django's cursors call this first, unless they set a context themselves."""
+    if getattr(connection, _EXPIRED_ATTRIBUTE, False) and connection.connection is not None:
+        _set(connection, _default_state())
+
+
+# The key's row is returned whatever the digest; the org context opens only for an active
+# key whose digest matches (tenancy migration 0007). The caller compares the digest again,
+# in constant time, and decides.
+_API_KEY_AUTHENTICATE = "SELECT * FROM mirror_api_key_authenticate(%s::text, %s::text)"
+
+
+def lookup_api_key(*, prefix: str, digest: str) -> tuple[Any, ...] | None:
+    """The row of the API key named by ``prefix`` (with its org's columns), or None; on
+    PostgreSQL, a key that is active and matches ``digest`` also limits this connection to
+    its org, in the same round trip."""
+    with prepared_cursor() as cursor:
+        cursor.execute(_API_KEY_AUTHENTICATE, [prefix, digest], prepare=True)
+        row = cursor.fetchone()
+    if row is not None and row[3] == digest and row[7] is None:
+        setattr(connection, _STATE_ATTRIBUTE, (str(int(row[8])), False))
+        setattr(connection, _EXPIRED_ATTRIBUTE, False)
+    else:
+        settle()  # nothing was opened: this request must not see the previous one's rows
+    return row
 
 
 def activate_orgs(org_ids: Iterable[int]) -> None:
@@ -63,10 +121,7 @@ def activate_all_orgs() -> None:
 
 
 def activate_default() -> None:
-    if settings.ORG_CONTEXT_DEFAULT == ALL:
-        activate_all_orgs()
-    else:
-        activate_orgs(())
+    _apply(connection, *_default_state())
 
 
 @contextmanager
@@ -79,17 +134,29 @@ def org_scope(org_ids: Iterable[int]) -> Iterator[None]:
         activate_default()
 
 
+def _settle_first(
+    execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    """Execute wrapper: no Django statement runs in a finished request's context."""
+    settle()
+    return execute(sql, params, many, context)
+
+
 def _on_connection_created(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
     if connection.vendor != "postgresql" or connection.alias != "default":
         return
     setattr(connection, _STATE_ATTRIBUTE, None)
-    default_all = settings.ORG_CONTEXT_DEFAULT == ALL
-    _apply(connection, "", default_all)
+    if _settle_first not in connection.execute_wrappers:
+        connection.execute_wrappers.append(_settle_first)
+    _apply(connection, *_default_state())
 
 
 def _on_request_finished(sender: Any, **kwargs: Any) -> None:
-    if connection.vendor == "postgresql" and connection.connection is not None:
-        activate_default()
+    """The finished request's context expires: no round trip now (see the module doc)."""
+    if connection.vendor != "postgresql" or connection.connection is None:
+        return
+    if getattr(connection, _STATE_ATTRIBUTE, None) != _default_state():
+        setattr(connection, _EXPIRED_ATTRIBUTE, True)
 
 
 def connect_signals() -> None:

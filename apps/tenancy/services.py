@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from apps.common.errors import InvalidInput, NotFound
 from apps.tenancy.models import ApiKey, Membership, Org, Plan, Role, Scope
-from apps.tenancy.org_context import activate_orgs
+from apps.tenancy.org_context import activate_orgs, lookup_api_key
 
 # Issued keys look like ``hk_3f9a1c2b7d4e_<43 url-safe characters>``: the first
 # KEY_PREFIX_LENGTH characters are the public lookup prefix.
@@ -119,16 +119,16 @@ def _aware(value: datetime | str | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-# On PostgreSQL the key's org is not known yet, so row-level security would hide the row:
-# the lookup goes through the SECURITY DEFINER resolver of tenancy's RLS migration.
-_KEY_LOOKUP_RESOLVER = "SELECT * FROM mirror_api_key_lookup(%s)"
-
-
-def _api_key_by_prefix(prefix: str) -> ApiKey | None:
-    lookup = _KEY_LOOKUP_RESOLVER if connection.vendor == "postgresql" else _KEY_LOOKUP
-    with connection.cursor() as cursor:
-        cursor.execute(lookup, [prefix])
-        row = cursor.fetchone()
+def _api_key_by_prefix(prefix: str, digest: str) -> ApiKey | None:
+    """The key named by ``prefix``. On PostgreSQL the key's org is not known yet, so
+    row-level security would hide the row: the lookup goes through the SECURITY DEFINER
+    resolver, which also opens the org context of an active key matching ``digest``."""
+    if connection.vendor == "postgresql":
+        row = lookup_api_key(prefix=prefix, digest=digest)
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(_KEY_LOOKUP, [prefix])
+            row = cursor.fetchone()
     if row is None:
         return None
     key_id, label, key_prefix, digest, scopes = row[:5]
@@ -151,16 +151,18 @@ def _api_key_by_prefix(prefix: str) -> ApiKey | None:
 def api_key_authenticate(*, presented: str) -> ApiKey | None:
     """The active key matching ``presented``, or None. One indexed lookup by prefix.
 
-    A match also limits the database session to the key's org (row-level security).
+    A match also limits the database session to the key's org (row-level security), in the
+    same round trip on PostgreSQL.
     """
     if len(presented) <= KEY_PREFIX_LENGTH or not presented.startswith(KEY_PREFIX_TAG):
         return None
-    api_key = _api_key_by_prefix(presented[:KEY_PREFIX_LENGTH])
-    if api_key is None or not hmac.compare_digest(api_key.digest, key_digest(presented)):
+    digest = key_digest(presented)
+    api_key = _api_key_by_prefix(presented[:KEY_PREFIX_LENGTH], digest)
+    if api_key is None or not hmac.compare_digest(api_key.digest, digest):
         return None
     if api_key.revoked_at is not None:
         return None
-    activate_orgs([api_key.org.pk])
+    activate_orgs([api_key.org.pk])  # already open on PostgreSQL: no round trip
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)

@@ -12,7 +12,13 @@ from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.checks import check_application_role, role_problems
 from apps.tenancy.models import ApiKey, Membership, Org
-from apps.tenancy.org_context import activate_all_orgs, activate_orgs, org_scope
+from apps.tenancy.org_context import (
+    activate_all_orgs,
+    activate_orgs,
+    lookup_api_key,
+    org_scope,
+)
+from apps.tenancy.services import api_key_revoke
 from tests.receipts.conftest import Pusher
 from tests.receipts.factories import Agent
 
@@ -120,3 +126,43 @@ def test_the_role_check_reads_the_connected_role(db: None) -> None:
     if os.environ.get("CI"):
         # CI runs the whole suite through the ordinary application role.
         assert ids == []
+
+
+def test_the_key_resolver_opens_the_keys_org_only_for_its_digest(cast, two_orgs_with_rows) -> None:
+    key = ApiKey.objects.get(prefix=cast.acme_key.api_key.prefix)
+    activate_orgs([])
+    try:
+        # The row comes back either way: the caller compares the digest in constant time.
+        assert lookup_api_key(prefix=key.prefix, digest="0" * 64) is not None
+        assert MirrorEntry.objects.count() == 0
+        assert lookup_api_key(prefix=key.prefix, digest=key.digest) is not None
+        assert {entry.org_id for entry in MirrorEntry.objects.all()} == {cast.acme.pk}
+    finally:
+        activate_all_orgs()
+
+
+def test_a_revoked_key_opens_no_org(cast, two_orgs_with_rows) -> None:
+    key = api_key_revoke(prefix=cast.acme_key.api_key.prefix)
+    activate_orgs([])
+    try:
+        assert lookup_api_key(prefix=key.prefix, digest=key.digest) is not None
+        assert MirrorEntry.objects.count() == 0
+    finally:
+        activate_all_orgs()
+
+
+@pytest.mark.parametrize(("default", "visible"), [("none", 0), ("all", 4)])
+def test_a_finished_requests_org_context_never_reaches_a_later_statement(
+    cast, two_orgs_with_rows, settings, default, visible
+) -> None:
+    """The context expires with the request; the next statement runs in the default."""
+    from rest_framework.test import APIClient
+
+    settings.ORG_CONTEXT_DEFAULT = default
+    try:
+        pusher = Pusher(APIClient(), cast.acme_key.secret)
+        assert pusher(Agent().receipt()).status_code == 201
+        assert MirrorEntry.objects.count() == visible + (1 if default == "all" else 0)
+        assert Org.objects.count() == (2 if default == "all" else 0)
+    finally:
+        activate_all_orgs()
