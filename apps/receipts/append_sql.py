@@ -1,28 +1,39 @@
-"""The SQL of the append critical section, kept to three round trips.
+"""The SQL of the append transaction. The push path is the service's hot path; through the
+ORM its statements cost several milliseconds of query compilation on a small machine, so
+here we speak SQL directly, prepared once per connection on PostgreSQL.
 
-The push path is the service's hot path; through the ORM its five statements cost several
-milliseconds of query compilation on a small machine. Inside the lock we therefore speak
-SQL directly (psycopg prepares repeated statements server-side):
+One transaction per append (or per batch), holding the org's ``MirrorHead`` row lock:
 
 1. lock the org's head row;
-2. one query for the entries that matter to this receipt: one with the same action_hash
-   (a duplicate) and the session neighbours at seq and seq - 1. It must run *after* the
-   lock: under READ COMMITTED a statement's snapshot predates its own lock wait;
+2. read the entries that matter to this receipt: one with the same action_hash (a
+   duplicate) and the session neighbours at seq and seq - 1. A separate statement sent
+   *after* the lock: under READ COMMITTED a statement's snapshot predates its own lock
+   wait, so a join with the lock would miss what the previous holder appended;
 3. insert the entry and advance the head in one statement (a data-modifying CTE on
    PostgreSQL; two statements on SQLite, which has no such CTE and no row locks).
+
+:func:`append_transaction` frames it. Outside a transaction of Django's (every request),
+it is pipelined (``apps.common.prepared``): BEGIN, 1 and 2 travel together and 3 with
+COMMIT, two round trips in all. Inside one (a caller's ``atomic``, the tests), it is an
+``atomic`` block of its own (a savepoint) running the same statements one by one.
 
 Column names come from the models, so a renamed field breaks loudly here, not silently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from django.db import connection
-from django.db.backends.utils import CursorWrapper
+from django.db import connection, transaction
 
+from apps.common.prepared import can_pipeline, pipelined_transaction, prepared_cursors
+from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD
 from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.tenancy.org_context import settle
 
 ENTRY_TABLE = MirrorEntry._meta.db_table
 HEAD_TABLE = MirrorHead._meta.db_table
@@ -32,6 +43,35 @@ ENTRY_COLUMNS = [
     if not field.primary_key and field.column != "superseded_by"
 ]
 
+_RELATED = (
+    f"SELECT id, seq, session_seq, action_hash, link_hash FROM {ENTRY_TABLE} "  # noqa: S608
+    "WHERE org_id = %s AND (action_hash = %s OR (session_id = %s AND session_seq IN (%s, %s)))"
+)
+_CREATE_HEAD = (
+    f"INSERT INTO {HEAD_TABLE} (org_id, size, head, month, month_count) "  # noqa: S608
+    "VALUES (%s, 0, %s, '', 0) ON CONFLICT (org_id) DO NOTHING"
+)
+_ADVANCE_HEAD = (
+    f"UPDATE {HEAD_TABLE} SET size = %s, head = %s, month = %s, month_count = %s "  # noqa: S608
+    "WHERE org_id = %s"
+)
+
+
+@cache
+def _insert_entry() -> str:
+    """INSERT of one entry; on PostgreSQL each parameter cast to its column's type, so the
+    statement is prepared for those types whatever Python value comes first (None)."""
+    postgres = connection.vendor == "postgresql"
+    values = ", ".join(
+        f"%s::{field.db_type(connection)}" if postgres else "%s"
+        for field in MirrorEntry._meta.concrete_fields
+        if field.column in ENTRY_COLUMNS
+    )
+    return (
+        f"INSERT INTO {ENTRY_TABLE} ({', '.join(ENTRY_COLUMNS)}, superseded_by) "  # noqa: S608
+        f"VALUES ({values}, '')"
+    )
+
 
 @dataclass(frozen=True)
 class LockedHead:
@@ -39,27 +79,6 @@ class LockedHead:
     head: str
     month: str
     month_count: int
-
-
-def lock_head(cursor: CursorWrapper, *, org_id: int) -> LockedHead | None:
-    """Lock the org's head row; None when the org has no head row yet."""
-    lock = " FOR UPDATE" if connection.vendor == "postgresql" else ""
-    cursor.execute(
-        f"SELECT size, head, month, month_count FROM {HEAD_TABLE} "  # noqa: S608 (constants)
-        f"WHERE org_id = %s{lock}",
-        [org_id],
-    )
-    row = cursor.fetchone()
-    return LockedHead(*row) if row else None
-
-
-def create_head(cursor: CursorWrapper, *, org_id: int) -> None:
-    """Create the head row of an org's first append, racing safely with another first one."""
-    cursor.execute(
-        f"INSERT INTO {HEAD_TABLE} (org_id, size, head, month, month_count) "  # noqa: S608
-        "VALUES (%s, 0, %s, '', 0) ON CONFLICT (org_id) DO NOTHING",
-        [org_id, "0" * 64],
-    )
 
 
 @dataclass(frozen=True)
@@ -71,37 +90,67 @@ class RelatedEntry:
     link_hash: str
 
 
-def related_entries(
-    cursor: CursorWrapper,
-    *,
-    org_id: int,
-    action_hash: str,
-    session_id: str | None,
-    session_seq: int | None,
-) -> list[RelatedEntry]:
-    """The entry with ``action_hash`` if mirrored, and the session's entries at
-    ``session_seq`` and ``session_seq - 1`` (both indexes serve this one query)."""
-    cursor.execute(
-        f"SELECT id, seq, session_seq, action_hash, link_hash FROM {ENTRY_TABLE} "  # noqa: S608
-        "WHERE org_id = %s AND (action_hash = %s "
-        "OR (session_id = %s AND session_seq IN (%s, %s)))",
-        [org_id, action_hash, session_id, session_seq, (session_seq or 0) - 1],
-    )
-    return [RelatedEntry(*row) for row in cursor.fetchall()]
+class AppendStatements:
+    """The statements of one append transaction, on cursors from ``new_cursor``."""
+
+    def __init__(self, new_cursor: Callable[[], Any], *, postgres: bool) -> None:
+        self._new_cursor = new_cursor
+        self._postgres = postgres
+
+    def _send(self, sql: str, params: list[Any]) -> Any:
+        cursor = self._new_cursor()
+        if self._postgres:
+            cursor.execute(sql, params, prepare=True)
+        else:
+            cursor.execute(sql, params)
+        return cursor
+
+    def lock_and_read(
+        self, *, org_id: int, action_hash: str, session_id: str | None, session_seq: int | None
+    ) -> tuple[LockedHead | None, list[RelatedEntry]]:
+        """Lock the org's head row (None: no head row yet), then read the related entries.
+        Both statements are sent before either answer is read."""
+        lock = " FOR UPDATE" if self._postgres else ""
+        head_cursor = self._send(
+            f"SELECT size, head, month, month_count FROM {HEAD_TABLE} "  # noqa: S608
+            f"WHERE org_id = %s{lock}",
+            [org_id],
+        )
+        related_cursor = self._send(
+            _RELATED, [org_id, action_hash, session_id, session_seq, (session_seq or 0) - 1]
+        )
+        row = head_cursor.fetchone()
+        related = [RelatedEntry(*entry) for entry in related_cursor.fetchall()]
+        return (LockedHead(*row) if row else None), related
+
+    def create_head(self, *, org_id: int) -> None:
+        """The head row of an org's first append, racing safely with another first one."""
+        self._send(_CREATE_HEAD, [org_id, EMPTY_CHAIN_HEAD])
+
+    def insert_and_advance(self, *, entry: dict[str, Any], head: LockedHead, org_id: int) -> None:
+        """Insert the entry and move the head to it (size, chain hash, month counter)."""
+        values = [entry[column] for column in ENTRY_COLUMNS]
+        head_values = [head.size, head.head, head.month, head.month_count, org_id]
+        if self._postgres:
+            self._send(
+                f"WITH inserted AS ({_insert_entry()} RETURNING 1) {_ADVANCE_HEAD}",
+                values + head_values,
+            )
+        else:
+            self._send(_insert_entry(), values)
+            self._send(_ADVANCE_HEAD, head_values)
 
 
-def insert_and_advance(
-    cursor: CursorWrapper, *, entry: dict[str, Any], head: LockedHead, org_id: int
-) -> None:
-    """Insert the entry and move the head to it (size, chain hash, month counter)."""
-    columns = ", ".join(ENTRY_COLUMNS)
-    placeholders = ", ".join(["%s"] * len(ENTRY_COLUMNS))
-    values: list[Any] = [entry[column] for column in ENTRY_COLUMNS]
-    head_values: list[Any] = [head.size, head.head, head.month, head.month_count, org_id]
-    update = f"UPDATE {HEAD_TABLE} SET size = %s, head = %s, month = %s, month_count = %s WHERE org_id = %s"  # noqa: S608, E501
-    insert = f"INSERT INTO {ENTRY_TABLE} ({columns}, superseded_by) VALUES ({placeholders}, '')"  # noqa: S608
-    if connection.vendor == "postgresql":
-        cursor.execute(f"WITH inserted AS ({insert} RETURNING 1) {update}", values + head_values)
+@contextmanager
+def append_transaction() -> Iterator[AppendStatements]:
+    """One append transaction: committed when the block ends, rolled back if it raises."""
+    settle()  # its statements bypass Django's cursors (and their org-context check)
+    if can_pipeline():
+        with pipelined_transaction() as new_cursor:
+            yield AppendStatements(new_cursor, postgres=True)
+    elif connection.vendor == "postgresql":
+        with transaction.atomic(), prepared_cursors() as new_cursor:
+            yield AppendStatements(new_cursor, postgres=True)
     else:
-        cursor.execute(insert, values)
-        cursor.execute(update, head_values)
+        with transaction.atomic():
+            yield AppendStatements(connection.cursor, postgres=False)

@@ -15,18 +15,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.backends.utils import CursorWrapper
+from django.db import transaction
 from django.utils import timezone
 
 from apps.common import metrics
+from apps.common.errors import DomainError
 from apps.receipts.append_sql import (
+    AppendStatements,
     LockedHead,
     RelatedEntry,
-    create_head,
-    insert_and_advance,
-    lock_head,
-    related_entries,
+    append_transaction,
 )
 from apps.receipts.errors import (
     ChainConstraint,
@@ -44,6 +42,10 @@ from apps.tenancy.models import ApiKey, Org
 _APPROVAL_BLOCKS = ("approver_decision", "multi_approval")
 # Members the binding check ignores: the self hash and a relayed time anchor.
 _UNBOUND = ("action_hash", "time_anchor")
+
+
+# What _plan_append refuses with, always before the append writes anything.
+_REFUSALS = (ChainConstraint, QuotaExceeded, SupersedeRefused, SupersedeTargetNotFound)
 
 
 @dataclass(frozen=True)
@@ -64,21 +66,27 @@ def receipt_append(
     """Append a verified receipt to ``org``'s mirror, or report the existing entry."""
     digest = receipt_digest(receipt.stored_text)
     now = timezone.now()
-    with transaction.atomic(), connection.cursor() as cursor:
-        head = _locked_head(cursor, org)
-        outcome, _ = _append_locked(
-            cursor,
-            org=org,
-            head=head,
-            receipt=receipt,
-            digest=digest,
-            trust_level=trust_level,
-            supersedes_action_hash=supersedes_action_hash,
-            api_key=api_key,
-            now=now,
-        )
-        if outcome.appended:
-            transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE))
+    refusal: DomainError | None = None
+    with append_transaction() as sql:
+        try:
+            outcome = _append_locked(
+                sql,
+                org=org,
+                receipt=receipt,
+                digest=digest,
+                trust_level=trust_level,
+                supersedes_action_hash=supersedes_action_hash,
+                api_key=api_key,
+                now=now,
+            )
+        except _REFUSALS as refused:
+            # Decided before anything was written: the transaction ends normally (a
+            # rollback would also make psycopg drop its prepared statements).
+            refusal = refused
+    if refusal is not None:
+        raise refusal
+    if outcome.appended:
+        transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE))
     return outcome
 
 
@@ -107,19 +115,16 @@ def receipt_append_batch(
     """
     if not items:
         return []
-    digests = [receipt_digest(item.receipt.stored_text) for item in items]
     now = timezone.now()
     results: list[BatchResult] = []
-    with transaction.atomic(), connection.cursor() as cursor:
-        head = _locked_head(cursor, org)
-        for item, digest in zip(items, digests, strict=True):
+    with append_transaction() as sql:
+        for item in items:
             try:
-                outcome, head = _append_locked(
-                    cursor,
+                outcome = _append_locked(
+                    sql,
                     org=org,
-                    head=head,
                     receipt=item.receipt,
-                    digest=digest,
+                    digest=receipt_digest(item.receipt.stored_text),
                     trust_level=item.trust_level,
                     supersedes_action_hash=None,
                     api_key=api_key,
@@ -129,54 +134,81 @@ def receipt_append_batch(
                 results.append(refusal)
             else:
                 results.append(outcome)
-        count = sum(isinstance(r, AppendOutcome) and r.appended for r in results)
-        if count:
-            transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))
+    count = sum(isinstance(r, AppendOutcome) and r.appended for r in results)
+    if count:
+        transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))
     return results
 
 
-def _locked_head(cursor: CursorWrapper, org: Org) -> LockedHead:
-    """Lock the org's head row, creating it for the org's first append."""
-    head = lock_head(cursor, org_id=org.pk)
-    if head is None:
-        create_head(cursor, org_id=org.pk)
-        head = lock_head(cursor, org_id=org.pk)
-        assert head is not None
-    return head
+def _related_keys(receipt: DecodedReceipt) -> dict[str, Any]:
+    """What finds the entries that matter to ``receipt``: its action_hash, and its session
+    position when it carries a chain block."""
+    has_block = bool(receipt.session_id) and receipt.seq is not None
+    return {
+        "action_hash": receipt.action_hash,
+        "session_id": receipt.session_id if has_block else None,
+        "session_seq": receipt.seq if has_block else None,
+    }
 
 
 def _append_locked(
-    cursor: CursorWrapper,
+    sql: AppendStatements,
     *,
     org: Org,
-    head: LockedHead,
     receipt: DecodedReceipt,
     digest: str,
     trust_level: str,
     supersedes_action_hash: str | None,
     api_key: ApiKey | None,
     now: datetime,
-) -> tuple[AppendOutcome, LockedHead]:
-    """The append itself, run while the org's head row is locked: the outcome and the head
-    after it (unchanged for a duplicate)."""
-    has_block = bool(receipt.session_id) and receipt.seq is not None
-    related = related_entries(
-        cursor,
-        org_id=org.pk,
-        action_hash=receipt.action_hash,
-        session_id=receipt.session_id if has_block else None,
-        session_seq=receipt.seq if has_block else None,
-    )
+) -> AppendOutcome:
+    """The append itself, inside the append transaction: lock the org's head (creating it
+    for the org's first append), decide, write. Within a batch the lock is already held
+    and the head read back is the one the previous item left."""
+    keys = _related_keys(receipt)
+    head, related = sql.lock_and_read(org_id=org.pk, **keys)
+    if head is None:
+        sql.create_head(org_id=org.pk)
+        head, related = sql.lock_and_read(org_id=org.pk, **keys)
+        assert head is not None
+    planned = _plan_append(
+        org=org, head=head, related=related, receipt=receipt, digest=digest,
+        trust_level=trust_level, supersedes_action_hash=supersedes_action_hash,
+        api_key=api_key, now=now,
+    )  # fmt: skip
+    if isinstance(planned, AppendOutcome):
+        return planned
+    entry, advanced = planned
+    sql.insert_and_advance(entry=entry, head=advanced, org_id=org.pk)
+    if supersedes_action_hash:
+        MirrorEntry.objects.filter(org=org, action_hash=supersedes_action_hash).update(
+            superseded_by=receipt.action_hash
+        )
+    return AppendOutcome(seq=advanced.size, action_hash=receipt.action_hash, appended=True)
+
+
+def _plan_append(
+    *,
+    org: Org,
+    head: LockedHead,
+    related: list[RelatedEntry],
+    receipt: DecodedReceipt,
+    digest: str,
+    trust_level: str,
+    supersedes_action_hash: str | None,
+    api_key: ApiKey | None,
+    now: datetime,
+) -> AppendOutcome | tuple[dict[str, Any], LockedHead]:
+    """Decide an append against ``head`` and the ``related`` entries seen with it: the
+    existing entry's outcome for a duplicate, a refusal (raised), or the entry to insert
+    and the head after it."""
     existing = next((e for e in related if e.action_hash == receipt.action_hash), None)
     if existing is not None:
-        duplicate = AppendOutcome(
-            seq=existing.seq, action_hash=existing.action_hash, appended=False
-        )
-        return duplicate, head
+        return AppendOutcome(seq=existing.seq, action_hash=existing.action_hash, appended=False)
     target = None
     if supersedes_action_hash:
         target = _supersede_target(org, receipt, trust_level, supersedes_action_hash)
-    if has_block:
+    if receipt.session_id and receipt.seq is not None:
         _check_session_continuity(receipt, related, target)
     month, month_count = _count_against_quota(org, head, now)
     seq = head.size + 1
@@ -188,38 +220,31 @@ def _append_locked(
         supersedes_action_hash=supersedes_action_hash or "",
     )
     content = receipt.content
+    entry = {
+        "org_id": org.pk,
+        "seq": seq,
+        "action_hash": receipt.action_hash,
+        "receipt": receipt.stored_text,
+        "receipt_digest": digest,
+        "kind": receipt.kind,
+        "trust_level": trust_level,
+        "supersedes_action_hash": supersedes_action_hash or "",
+        "prev_chain_hash": head.head,
+        "chain_hash": entry_chain_hash,
+        "received_at": now,
+        "api_key_id": api_key.pk if api_key else None,
+        "session_id": receipt.session_id or "",
+        "session_seq": receipt.seq if receipt.session_id else None,
+        "link_hash": link_hash(content),
+        "operator_key": receipt.operator_public_key or "",
+        "agent_identity": content["agent_identity"],
+        "workflow": content["action"]["workflow"],
+        "verb": content["action"]["verb"],
+        "decision_path": content["policy"]["decision_path"],
+        "rule_id": content["policy"]["rule_id"],
+    }  # fmt: skip
     advanced = LockedHead(size=seq, head=entry_chain_hash, month=month, month_count=month_count)
-    insert_and_advance(
-        cursor,
-        org_id=org.pk,
-        entry={
-            "org_id": org.pk,
-            "seq": seq,
-            "action_hash": receipt.action_hash,
-            "receipt": receipt.stored_text,
-            "receipt_digest": digest,
-            "kind": receipt.kind,
-            "trust_level": trust_level,
-            "supersedes_action_hash": supersedes_action_hash or "",
-            "prev_chain_hash": head.head,
-            "chain_hash": entry_chain_hash,
-            "received_at": now,
-            "api_key_id": api_key.pk if api_key else None,
-            "session_id": receipt.session_id or "",
-            "session_seq": receipt.seq if receipt.session_id else None,
-            "link_hash": link_hash(content),
-            "operator_key": receipt.operator_public_key or "",
-            "agent_identity": content["agent_identity"],
-            "workflow": content["action"]["workflow"],
-            "verb": content["action"]["verb"],
-            "decision_path": content["policy"]["decision_path"],
-            "rule_id": content["policy"]["rule_id"],
-        },
-        head=advanced,
-    )  # fmt: skip
-    if target is not None:
-        MirrorEntry.objects.filter(pk=target.pk).update(superseded_by=receipt.action_hash)
-    return AppendOutcome(seq=seq, action_hash=receipt.action_hash, appended=True), advanced
+    return entry, advanced
 
 
 def _month_of(moment: datetime) -> str:

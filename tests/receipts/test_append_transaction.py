@@ -1,0 +1,114 @@
+"""The append transaction outside Django's transactions (every request): pipelined, two
+round trips, committed whole or not at all, and prepared statements kept across it."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+from django.db import DatabaseError, connection
+from rest_framework.test import APIClient
+
+from apps.common.prepared import can_pipeline
+from apps.receipts import append_sql
+from apps.receipts.errors import ChainConstraint
+from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.receipts.selectors import mirror_chain_check
+from apps.receipts.services import BatchItem, receipt_append, receipt_append_batch
+from apps.receipts.verifier import parse_json, verify_receipt_value
+from apps.tenancy.org_context import activate_default, activate_orgs
+from tests.receipts.conftest import Pusher
+from tests.receipts.factories import Agent, as_text
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def verified(receipt: dict) -> BatchItem:
+    verdict = verify_receipt_value(parse_json(as_text(receipt)))
+    assert verdict.receipt is not None
+    assert verdict.trust_level is not None
+    return BatchItem(receipt=verdict.receipt, trust_level=verdict.trust_level)
+
+
+@pytest.fixture
+def in_acme(cast):
+    activate_orgs([cast.acme.pk])
+    yield cast.acme
+    activate_default()
+
+
+def prepared_statement_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+def test_outside_a_transaction_the_append_is_pipelined_and_committed(in_acme) -> None:
+    assert can_pipeline()
+    agent = Agent()
+    first = receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+    second = receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+    assert (first.seq, second.seq) == (1, 2)
+    assert not connection.in_atomic_block
+    assert connection.connection.info.transaction_status == 0  # idle: committed
+    assert mirror_chain_check(org=in_acme).ok
+
+
+def test_its_statements_are_prepared_once_per_connection(in_acme) -> None:
+    agent = Agent()
+    receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+    prepared = prepared_statement_count()
+    for _ in range(3):
+        receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+    assert prepared_statement_count() == prepared > 0
+
+
+def test_a_refusal_rolls_back_and_keeps_the_prepared_statements(in_acme) -> None:
+    session = Agent().session("s-refused", 2)
+    receipt_append(org=in_acme, **vars(verified(session[0])))
+    prepared = prepared_statement_count()
+    fork = Agent().session("s-refused", 1)[0]  # another receipt at seq 0 of the session
+    with pytest.raises(ChainConstraint):
+        receipt_append(org=in_acme, **vars(verified(fork)))
+    assert connection.connection.info.transaction_status == 0
+    assert prepared_statement_count() == prepared
+    assert receipt_append(org=in_acme, **vars(verified(session[1]))).seq == 2
+
+
+def test_a_database_error_in_the_write_leaves_nothing_behind(in_acme, monkeypatch) -> None:
+    agent = Agent()
+    receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+
+    def failing_insert(self, *, entry, head, org_id):
+        self._send("SELECT 1 / 0", [])  # fails on the server, inside the transaction
+
+    monkeypatch.setattr(append_sql.AppendStatements, "insert_and_advance", failing_insert)
+    with pytest.raises(DatabaseError):
+        receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+    monkeypatch.undo()
+    assert connection.connection.info.transaction_status == 0
+    assert MirrorHead.objects.get(org=in_acme).size == 1
+    assert receipt_append(org=in_acme, **vars(verified(agent.receipt()))).seq == 2
+
+
+def test_a_batch_is_one_pipelined_transaction_in_array_order(in_acme) -> None:
+    agent = Agent()
+    items = [verified(agent.receipt()) for _ in range(5)]
+    results = receipt_append_batch(org=in_acme, items=[*items, items[0]])
+    assert [r.seq for r in results] == [1, 2, 3, 4, 5, 1]
+    assert [r.appended for r in results] == [True] * 5 + [False]
+    assert mirror_chain_check(org=in_acme).ok
+
+
+def test_a_supersede_over_http_marks_the_old_entry(cast, agent, approver_key) -> None:
+    """The supersede path reads and updates through the ORM inside the pipeline."""
+    pusher = Pusher(APIClient(), cast.acme_key.secret)
+    suspended = agent.receipt()
+    assert pusher(suspended).status_code == HTTPStatus.CREATED
+    approved = agent.approve_l1(suspended, approver_key)
+    response = pusher(approved, supersedes=suspended["content"]["action_hash"])
+    assert response.status_code == HTTPStatus.CREATED, response.json()
+    old = MirrorEntry.objects.get(org=cast.acme, action_hash=suspended["content"]["action_hash"])
+    assert old.superseded_by == approved["content"]["action_hash"]
+    assert pusher(suspended).json()["status"] == "duplicate"
