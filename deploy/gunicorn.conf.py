@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gunicorn.glogging import Logger
+
 
 def _workers() -> int:
     for name in ("GUNICORN_WORKERS", "WEB_CONCURRENCY"):
@@ -41,6 +43,23 @@ max_requests_jitter = 2_000
 # GUNICORN_ACCESSLOG names a destination ("-" is stdout). When on, it is JSON too; the
 # request id is the one the application answered with (validated), never the raw header.
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
+
+
+class MirrorLogger(Logger):
+    """gunicorn's logger, with its access log on only when ``accesslog`` names a
+    destination. gunicorn itself turns the access log on whenever ``logconfig_dict`` is
+    set (as below, for JSON lines), which would write a second line per request."""
+
+    @property
+    def access_log_enabled(self) -> bool:
+        return bool(self.cfg.accesslog)
+
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        if self.cfg.accesslog:
+            super().access(resp, req, environ, request_time)
+
+
+logger_class = MirrorLogger
 access_log_format = (
     '{"logger":"gunicorn.access","remote":"%(h)s","method":"%(m)s","path":"%(U)s",'
     '"status":"%(s)s","bytes":"%(B)s","duration_ms":"%(M)s",'

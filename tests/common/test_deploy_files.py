@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import re
 import runpy
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -111,6 +112,36 @@ class TestGunicorn:
         assert config["logconfig_dict"]["formatters"]["json"]["()"] == (
             "apps.common.json_logging.JsonFormatter"
         )
+
+    @pytest.mark.parametrize(("destination", "lines"), [(None, 0), ("-", 1)])
+    def test_the_access_log_writes_only_when_a_destination_is_named(
+        self, monkeypatch, destination, lines
+    ):
+        """gunicorn turns its access log on whenever logconfig_dict is set: the logger
+        class keeps it to GUNICORN_ACCESSLOG."""
+        from gunicorn.config import Config
+
+        config = gunicorn_config(monkeypatch)
+        settings = Config()
+        for name in ("logconfig_dict", "access_log_format", "logger_class"):
+            settings.set(name, config[name])
+        settings.set("accesslog", destination)
+        logger = config["logger_class"](settings)
+        written: list[str] = []
+        monkeypatch.setattr(logger.access_log, "info", lambda *args: written.append(args))
+        response = type("Response", (), {"status": "200 OK", "headers": [], "sent": 15})()
+        request = type(
+            "Request", (), {"headers": [], "method": "GET", "path": "/healthz", "query": ""}
+        )()
+        environ = {
+            "REMOTE_ADDR": "127.0.0.1",
+            "REQUEST_METHOD": "GET",
+            "RAW_URI": "/healthz",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+        }
+        logger.access(response, request, environ, timedelta(milliseconds=1))
+        assert logger.access_log_enabled is bool(destination)
+        assert len(written) == lines
 
     def test_the_multiprocess_directory_is_emptied_at_start_of_metric_files_only(
         self, monkeypatch, tmp_path
