@@ -2,7 +2,7 @@
 
 Django's psycopg cursors bind parameters client-side, so PostgreSQL parses and plans each
 statement on every execution; for the push path's statements (row-level security policies
-included) planning costs more than running them. A cursor from :func:`prepared_cursor`
+included) planning costs more than running them. A cursor from :func:`prepared_cursors`
 binds server-side: a statement executed with ``prepare=True`` is prepared once per
 connection and afterwards only bound and executed.
 
@@ -14,7 +14,10 @@ answer), and the lock is held for one round trip plus the Python between them.
 
 Both work on Django's own connection: the same session (org context), Django's health
 check first, database errors translated to Django's (a lost database is still answered
-503). Django switches psycopg's statement preparation off for transaction-mode connection
+503). :func:`fetchone_checked` spares a request that health check's round trip: the
+request's first statement is the check (see there).
+
+Django switches psycopg's statement preparation off for transaction-mode connection
 poolers; this service cannot sit behind one anyway (its org context is session state, see
 ``apps.tenancy.org_context``), and Django's own cursors bind client-side and never
 prepare, so switching it back on here affects only these statements.
@@ -40,10 +43,46 @@ def _raw_connection() -> psycopg.Connection[Any]:
     assert connection.vendor == "postgresql", "prepared statements are PostgreSQL's"
     connection.close_if_health_check_failed()
     connection.ensure_connection()
-    raw: psycopg.Connection[Any] = connection.connection
+    return _prepared(connection.connection)
+
+
+def _prepared(raw: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     if raw.prepare_threshold is None:
         raw.prepare_threshold = _PREPARE_ON_REQUEST_ONLY
     return raw
+
+
+def fetchone_checked(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """The first row of a prepared statement that may stand in for Django's health check.
+
+    With ``CONN_HEALTH_CHECKS`` Django sends ``SELECT 1`` before a request's first
+    statement on a persistent connection, a round trip of its own. Here, when that check
+    is still due, the statement itself checks the connection: if it fails on a connection
+    found broken (the server restarted, the connection was cut), Django's connection is
+    closed and the statement runs once more on a new one; if it succeeds, the check is
+    done for the rest of the request. Only for statements that may run twice: reads, and
+    session settings that the retry sets again.
+    """
+    raw = connection.connection
+    if raw is not None and connection.health_check_enabled and not connection.health_check_done:
+        try:
+            return _fetchone(_prepared(raw), sql, params)
+        except psycopg.Error:
+            if not (raw.closed or raw.broken):
+                with connection.wrap_database_errors:
+                    raise
+            connection.close()  # dead: the statement is retried on a new connection
+        finally:
+            if connection.connection is raw:
+                connection.health_check_done = True
+    with connection.wrap_database_errors:
+        return _fetchone(_raw_connection(), sql, params)
+
+
+def _fetchone(raw: psycopg.Connection[Any], sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    with psycopg.Cursor(raw) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchone()
 
 
 @contextmanager
@@ -53,13 +92,6 @@ def prepared_cursors() -> Iterator[Callable[[], PreparedCursor]]:
     raw = _raw_connection()
     with connection.wrap_database_errors:
         yield lambda: psycopg.Cursor(raw)
-
-
-@contextmanager
-def prepared_cursor() -> Iterator[PreparedCursor]:
-    """One cursor of :func:`prepared_cursors`."""
-    with prepared_cursors() as new_cursor, new_cursor() as cursor:
-        yield cursor
 
 
 def can_pipeline() -> bool:

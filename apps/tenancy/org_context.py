@@ -42,7 +42,7 @@ from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
-from apps.common.prepared import prepared_cursor
+from apps.common.prepared import fetchone_checked
 
 ALL = "all"
 NONE = "none"
@@ -99,9 +99,9 @@ def lookup_api_key(*, prefix: str, digest: str) -> tuple[Any, ...] | None:
     """The row of the API key named by ``prefix`` (with its org's columns), or None; on
     PostgreSQL, a key that is active and matches ``digest`` also limits this connection to
     its org, in the same round trip."""
-    with prepared_cursor() as cursor:
-        cursor.execute(_API_KEY_AUTHENTICATE, [prefix, digest], prepare=True)
-        row = cursor.fetchone()
+    # An SDK request's first statement: it stands in for Django's health check, and runs
+    # again on a new connection if the open one turns out dead (it only reads and sets).
+    row = fetchone_checked(_API_KEY_AUTHENTICATE, [prefix, digest])
     if row is not None and row[3] == digest and row[7] is None:
         setattr(connection, _STATE_ATTRIBUTE, (str(int(row[8])), False))
         setattr(connection, _EXPIRED_ATTRIBUTE, False)
