@@ -63,8 +63,9 @@ def fetchone_checked(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
     done for the rest of the request. Only for statements that may run twice: reads, and
     session settings that the retry sets again.
     """
+    django: Any = connection  # its health-check attributes are not in django-stubs
     raw = connection.connection
-    if raw is not None and connection.health_check_enabled and not connection.health_check_done:
+    if raw is not None and django.health_check_enabled and not django.health_check_done:
         try:
             return _fetchone(_prepared(raw), sql, params)
         except psycopg.Error:
@@ -74,7 +75,7 @@ def fetchone_checked(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
             connection.close()  # dead: the statement is retried on a new connection
         finally:
             if connection.connection is raw:
-                connection.health_check_done = True
+                django.health_check_done = True
     with connection.wrap_database_errors:
         return _fetchone(_raw_connection(), sql, params)
 
