@@ -81,7 +81,7 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
             label=obj.label,
             created_by=request.user,  # type: ignore[arg-type]
             via="console",
-        )
+        ).key
         obj.pk, obj.key_id = key.pk, key.key_id
 
     @admin.action(description="Revoke selected approver keys (their counted votes stay)")
@@ -91,7 +91,12 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
             if not can_write(request, key.org_id):
                 messages.error(request, f"{key.key_id}: needs the manager role in {key.org}")
                 continue
-            approver_key_revoke(org=key.org, key_id=key.key_id)
+            approver_key_revoke(
+                org=key.org,
+                key_id=key.key_id,
+                user=request.user,  # type: ignore[arg-type]
+                via="console",
+            )
             self.log_change(request, key, "Revoked")
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)

@@ -77,12 +77,18 @@ class ApprovalOpenApi(KeyScopedSdkApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
     class InputSerializer(serializers.Serializer[Any]):
-        # Unknown members (matched_conditions, scope, ...) are ignored.
+        # ``action_hash`` is the suspended content's hash or the SDK's suspend ticket;
+        # ``rule_id`` "" (the SDK's default) means absent. matched_conditions and scope are
+        # kept as display context. Unknown members are ignored.
         action_hash = serializers.RegexField(ACTION_HASH_PATTERN)
         rule_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
         threshold = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
         workflow = serializers.CharField(required=False, allow_blank=True, default="")
         account = serializers.CharField(required=False, allow_blank=True, default="")
+        matched_conditions = serializers.ListField(
+            child=serializers.JSONField(), required=False, default=list, max_length=100
+        )
+        scope = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
 
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
@@ -136,9 +142,12 @@ def _submit_body(raw: bytes) -> dict[str, Any]:
         content = decode_content(body["action_content"])
     except DecodeError as error:
         raise InvalidInput(f"action_content: {error}") from error
-    decision = body.get("decision", "approved")
-    if decision not in ("approved", "rejected"):
+    decision = body.get("decision")
+    if decision is not None and decision not in ("approved", "rejected"):
         raise InvalidInput("decision: must be approved or rejected")
+    reason = body.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > 2000:
+        raise InvalidInput("reason: a string of at most 2000 characters")
     record = body.get("record")
     co_sig = body.get("co_sig_b64")
     if record is not None and not isinstance(record, str):
@@ -151,6 +160,7 @@ def _submit_body(raw: bytes) -> dict[str, Any]:
         "decision": decision,
         "record": record,
         "co_sig_b64": co_sig,
+        "reason": reason,
     }
 
 
@@ -170,10 +180,11 @@ def _submit_body(raw: bytes) -> dict[str, Any]:
                     "The key lacks the scope, or the token is refused (the reason in `detail`)."
                 ),
                 s409=keyscoped_error(
-                    "`action_content` does not hash to `action_hash`, a second vote by the same "
-                    "approver key, or a vote on a resolved approval."
+                    "`action_content` does not hash to `action_hash`, the suspended receipt is "
+                    "not pushed yet, a second vote by the same approver key, a vote on a "
+                    "resolved or expired approval, fewer eligible approver keys than the "
+                    "threshold, or an ambiguous suspend ticket."
                 ),
-                s410=keyscoped_error("The approval expired."),
                 s422=keyscoped_error(
                     "Not JSON or fails validation, or a co-signed leg is refused."
                 ),
@@ -200,7 +211,12 @@ class ApprovalSubmitTokenApi(KeyScopedSdkApi):
         responses={
             200: ok("ApprovalAssembly"),
             **keyscoped_errors(
-                403, 404, s409=keyscoped_error("Not yet approved with enough co-signed legs.")
+                403,
+                404,
+                s409=keyscoped_error(
+                    "Not yet approved, or approved with co-signed legs still missing (how many "
+                    "in `detail`)."
+                ),
             ),
         },
     )
@@ -219,11 +235,16 @@ class ApprovalAssemblyApi(KeyScopedSdkApi):
         tags=["approvals"],
         request=json_body("ApproverKeyRegisterRequest"),
         responses={
-            201: ok("ApproverKey"),
+            200: ok(
+                "ApproverKey",
+                "Registered, unchanged (same key id and key) or rotated (same key id, new key: "
+                "the old key is revoked).",
+            ),
             **keyscoped_errors(
                 403,
                 s409=keyscoped_error(
-                    "An operator key seen in the org's receipts, or the key or key id is taken."
+                    "The placeholder decision key, an operator key seen in the org's receipts, "
+                    "or a key registered (or revoked) under another key id."
                 ),
                 s422=keyscoped_error("Not JSON or fails validation (not a 32-byte base64 key)."),
             ),
@@ -233,7 +254,17 @@ class ApprovalAssemblyApi(KeyScopedSdkApi):
 class ApproverKeyRegisterApi(KeyScopedSdkApi):
     """POST /v1/orgs/register-approver-pubkey: scope ``approvers:write`` only."""
 
-    permission_classes = [scope_required(Scope.APPROVERS_WRITE)]
+    permission_classes = [
+        scope_required(
+            Scope.APPROVERS_WRITE,
+            message=(
+                "API key lacks scope approvers:write, which registering approver keys needs. "
+                "It is never granted by default: issue a key with it (manage.py issue_api_key "
+                "<org> --scopes approvers:write), or register the key in the console (manager "
+                "role) or with manage.py register_approver_key."
+            ),
+        )
+    ]
 
     class InputSerializer(serializers.Serializer[Any]):
         key_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
@@ -243,14 +274,22 @@ class ApproverKeyRegisterApi(KeyScopedSdkApi):
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        key = approver_key_register(
-            org=sdk_principal(request).org,
+        principal = sdk_principal(request)
+        registered = approver_key_register(
+            org=principal.org,
             public_key=data.validated_data["public_key"],
             key_id=data.validated_data.get("key_id") or None,
             label=data.validated_data["label"],
+            api_key=principal.api_key,
             via="api",
         )
+        key = registered.key
         return Response(
-            {"key_id": key.key_id, "public_key": key.public_key, "label": key.label},
-            status=HTTPStatus.CREATED,
+            {
+                "status": "registered",
+                "key_id": key.key_id,
+                "public_key": key.public_key,
+                "label": key.label,
+                "change": registered.change,
+            }
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from apps.common.errors import DomainError, InvalidInput, NotFound
+from apps.common.errors import DomainError, NotFound
 
 
 class ApprovalNotFound(NotFound):
@@ -17,11 +17,28 @@ class ApprovalContentMismatch(DomainError):
     code = "content_mismatch"
 
 
+class SuspendedReceiptNotPushed(ApprovalContentMismatch):
+    """The approval was opened by the suspend ticket and its receipt is not mirrored yet,
+    so there is no content to verify a vote against (409)."""
+
+    code = "suspended_receipt_not_pushed"
+
+
+class AmbiguousTicket(DomainError):
+    """A suspend ticket names two suspended contents of the org (409): never guess."""
+
+    code = "ambiguous_ticket"
+
+
 class TokenRejected(DomainError):
     """The approval token failed verification (403 with the reason)."""
 
     status = HTTPStatus.FORBIDDEN
     code = "token_rejected"
+
+
+class SelfApproval(TokenRejected):
+    """A token or leg signed by a producer key of the suspended receipt (403)."""
 
 
 class LegRefused(DomainError):
@@ -40,16 +57,20 @@ class ApprovalSettled(DomainError):
 
 
 class ApprovalExpired(DomainError):
-    status = HTTPStatus.GONE
+    """A vote after the signed expiry: 409 key-scoped, 410 team-path (server.md §6)."""
+
     code = "approval_expired"
+    teampath_status = HTTPStatus.GONE
 
 
 class AssemblyNotReady(DomainError):
     code = "not_yet_approved"
 
 
-class RosterTooSmall(InvalidInput):
-    code = "validation_failed"
+class RosterTooSmall(DomainError):
+    """The first vote finds fewer eligible approver keys than the threshold (409)."""
+
+    code = "roster_too_small"
 
 
 class ApproverKeyRefused(DomainError):

@@ -30,7 +30,12 @@ class ApproverKey(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["org", "key_id"], name="approver_key_org_id"),
+            # A key id names one active key; a rotation revokes the old key under that id.
+            models.UniqueConstraint(
+                fields=["org", "key_id"],
+                name="approver_key_org_active_id",
+                condition=models.Q(revoked_at__isnull=True),
+            ),
             models.UniqueConstraint(fields=["org", "public_key"], name="approver_key_org_pub"),
         ]
         ordering = ["org_id", "key_id"]
@@ -58,10 +63,18 @@ class Approval(models.Model):
         max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
     )
     threshold = models.PositiveIntegerField(default=1)
-    roster = models.JSONField(default=list)  # sorted b64 keys, frozen at open
+    # Sorted b64 keys, frozen at the first counted vote (quorum legs sign over it); until
+    # then the eligible approvers are the org's active keys, narrowed by the signed list.
+    roster = models.JSONField(default=list)
+    roster_frozen_at = models.DateTimeField(null=True, blank=True)
+    # The suspend ticket the SDK hands its user for this suspension (server.md §6): the
+    # content hash with an empty agent_identity. "" until the content is known.
+    ticket_hash = models.CharField(max_length=64, blank=True, default="")
     rule_id = models.CharField(max_length=200, blank=True, default="")
     workflow = models.CharField(max_length=200, blank=True, default="")
     account = models.CharField(max_length=200, blank=True, default="")
+    # Display context from the opener (matched_conditions, scope); never used to decide.
+    context = models.JSONField(default=dict, blank=True)
     # The suspended receipt's content as JSON text (from the mirror, or the first vote).
     suspended_content = models.TextField(blank=True, default="")
     approved_count = models.PositiveIntegerField(default=0)
@@ -83,6 +96,11 @@ class Approval(models.Model):
             models.UniqueConstraint(fields=["org", "action_hash"], name="approval_org_action")
         ]
         indexes = [
+            models.Index(
+                fields=["org", "ticket_hash"],
+                name="approval_org_ticket",
+                condition=~models.Q(ticket_hash=""),
+            ),
             models.Index(fields=["org", "status", "created_at"], name="approval_org_status"),
             models.Index(
                 fields=["expires_at"],
@@ -118,6 +136,7 @@ class ApprovalVote(models.Model):
     # The approver's leg, stored verbatim (approvals.md §8): record text and co-signature.
     record = models.TextField(blank=True, default="")
     co_sig_b64 = models.CharField(max_length=100, blank=True, default="")
+    reason = models.TextField(blank=True, default="")  # display only, as the approver gave it
     voted_at = models.DateTimeField()
 
     class Meta:

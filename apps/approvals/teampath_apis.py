@@ -7,8 +7,9 @@
   one-time approver token is shown once, only its digest is stored).
 * ``GET /v1/approvals/{approvalId}`` → ``PollApprovalResult {outcome, approval?}``.
 * ``POST /v1/approvals/{approvalId}/token`` ``{token}`` → the ``Approval`` record, after
-  ``approval_vote`` verified the approver's signed token (approvals.md §3) against the
-  suspended content stored when the approval opened.
+  ``approval_vote_with_token`` (the one vote path of both profiles and the console)
+  verified the approver's signed token (approvals.md §3) against the suspended content
+  stored when the approval opened.
 
 Another team's approval id answers exactly like an unknown one (404 approval_not_found).
 """
@@ -23,16 +24,16 @@ from typing import Any
 
 import orjson
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.approvals.errors import ApprovalContentMismatch
 from apps.approvals.models import Approval, ApprovalStatus
 from apps.approvals.services import (
     approval_get_by_id,
     approval_open_with_access_token,
-    approval_vote,
+    approval_vote_with_token,
     is_suspended,
 )
 from apps.common.errors import DomainError, InvalidInput
@@ -51,9 +52,6 @@ from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 ROUTING_HINT_MAX_CHARS = 200
-# The decision tag's offset in an approval token: nonce (32 bytes), expiry (8), tag (1).
-_DECISION_TAG_OFFSET = 40
-_REJECT_TAG = 0x02
 
 
 class ReceiptNotSuspended(DomainError):
@@ -83,12 +81,36 @@ def _members(value: JsonValue, allowed: set[str], shape: str) -> dict[str, Any]:
     return dict(members)
 
 
+def approval_outcome(approval: Approval) -> str:
+    """``ApprovalOutcome``: the status, except that an approval nobody decided is
+    ``expired`` once past ``expiresAt`` (whatever its ``on_timeout``: server.md §6)."""
+    decided = approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED) and (
+        approval.votes.exists()
+    )
+    if decided:
+        return approval.status
+    if approval.expires_at is not None and timezone.now() > approval.expires_at:
+        return ApprovalStatus.EXPIRED.value
+    return approval.status
+
+
 def approval_record(approval: Approval) -> dict[str, Any]:
-    """The ``Approval`` record: the decision, who voted how and when."""
+    """The ``Approval`` record: the decision, the approver whose vote settled it, who voted
+    how and when."""
+    outcome = approval_outcome(approval)
+    votes = list(approval.votes.all())
+    deciding = votes[-1] if votes and outcome != ApprovalStatus.PENDING else None
     return {
         "approvalId": approval.approval_id,
+        "actionHash": approval.action_hash,
         "receiptId": approval.action_hash,
-        "outcome": approval.status,
+        "decision": None if outcome == ApprovalStatus.PENDING else outcome,
+        "approverPublicKey": (
+            deciding.approver_public_key
+            if deciding is not None and outcome != ApprovalStatus.EXPIRED
+            else None
+        ),
+        "outcome": outcome,
         "threshold": approval.threshold,
         "approvedCount": approval.approved_count,
         "routingHint": approval.routing_hint or None,
@@ -101,7 +123,7 @@ def approval_record(approval: Approval) -> dict[str, Any]:
                 "decision": vote.decision,
                 "votedAt": _rfc3339(vote.voted_at),
             }
-            for vote in approval.votes.all()
+            for vote in votes
         ],
     }
 
@@ -141,7 +163,7 @@ class ApprovalOpenApi(TeamPathApi):
         hint = members.get("routingHint", "")
         if not isinstance(hint, str) or len(hint) > ROUTING_HINT_MAX_CHARS:
             raise InvalidInput(f"routingHint: a string of at most {ROUTING_HINT_MAX_CHARS} chars")
-        item = checked_receipt(members["receipt"])
+        item = checked_receipt(members["receipt"], org=org)
         content: dict[str, Any] = orjson.loads(item.receipt.stored_text)["content"]
         if not is_suspended(content):
             raise ReceiptNotSuspended(
@@ -176,8 +198,9 @@ class ApprovalPollApi(TeamPathApi):
 
     def get(self, request: Request, approval_id: str) -> Response:
         approval = approval_get_by_id(org=sdk_principal(request).org, approval_id=approval_id)
-        result: dict[str, Any] = {"outcome": approval.status}
-        if approval.status != ApprovalStatus.PENDING:
+        outcome = approval_outcome(approval)
+        result: dict[str, Any] = {"outcome": outcome}
+        if outcome != ApprovalStatus.PENDING:
             result["approval"] = approval_record(approval)
         return Response(result)
 
@@ -193,14 +216,6 @@ def _token_bytes(value: JsonValue) -> bytes:
         raise InvalidInput("token: not valid base64") from None
 
 
-def _token_decision(token: bytes) -> str:
-    """The decision the token carries. Read before verification only to name what is
-    checked: the signature covers the tag, and a bad tag is refused by the verifier."""
-    if len(token) > _DECISION_TAG_OFFSET and token[_DECISION_TAG_OFFSET] == _REJECT_TAG:
-        return "rejected"
-    return "approved"
-
-
 @extend_schema_view(
     post=extend_schema(
         operation_id="approval_token",
@@ -214,12 +229,19 @@ def _token_decision(token: bytes) -> str:
                 body=True,
                 s403=teampath_error(
                     ["forbidden", "token_rejected"],
-                    "The key lacks the scope, or the token is refused",
+                    "The key lacks the scope, or the token is refused (also when its key "
+                    "produced the receipt: nobody approves their own action)",
                 ),
                 s404=teampath_error(["approval_not_found", "not_found"], "No such approval here"),
                 s409=teampath_error(
-                    ["approval_settled", "duplicate_vote", "content_mismatch"],
-                    "Already settled, a second vote by the same key, or no suspended content",
+                    [
+                        "approval_settled",
+                        "duplicate_vote",
+                        "content_mismatch",
+                        "roster_too_small",
+                    ],
+                    "Already settled, a second vote by the same key, no suspended content, or "
+                    "fewer eligible approver keys than the threshold",
                 ),
                 s410=teampath_error(["approval_expired"], "After `expiresAt`"),
                 s422=teampath_error(["leg_rejected", "validation_failed"], "A refused leg"),
@@ -234,16 +256,5 @@ class ApprovalTokenSubmitApi(TeamPathApi):
         org = sdk_principal(request).org
         token = _token_bytes(parse_body(read_json_body(request, max_bytes=64 * 1024)))
         approval = approval_get_by_id(org=org, approval_id=approval_id)
-        if not approval.suspended_content:
-            raise ApprovalContentMismatch(
-                "the approval holds no suspended content to check the token against"
-            )
-        settled = approval_vote(
-            org=org,
-            action_hash=approval.action_hash,
-            token=token,
-            action_content=orjson.loads(approval.suspended_content),
-            decision=_token_decision(token),
-            refuse_after_expiry=True,
-        )
+        settled = approval_vote_with_token(approval=approval, token=token)
         return Response(approval_record(settled))

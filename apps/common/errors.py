@@ -15,6 +15,8 @@ class DomainError(Exception):
 
     status: HTTPStatus = HTTPStatus.CONFLICT
     code: str = "conflict"
+    # The team-path status where it differs from ``status`` (the key-scoped one).
+    teampath_status: HTTPStatus | None = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

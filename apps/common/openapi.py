@@ -79,6 +79,7 @@ TEAMPATH_ERROR_CODES = (
     "approval_expired",
     "duplicate_vote",
     "content_mismatch",
+    "roster_too_small",
     "quota_exceeded",
     "rate_limited",
     "internal_error",

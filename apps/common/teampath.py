@@ -78,7 +78,7 @@ def _drf_status_and_code(exc: exceptions.APIException) -> tuple[HTTPStatus, str]
 
 def teampath_status(error: DomainError) -> HTTPStatus:
     """The HTTP status of a domain error on the team-path profile."""
-    return _TEAMPATH_STATUS.get(type(error), error.status)
+    return error.teampath_status or _TEAMPATH_STATUS.get(type(error), error.status)
 
 
 def seconds_until_next_month(now: datetime) -> int:

@@ -10,38 +10,30 @@ Two kinds of link reach ``/approve/<ref>``:
 * a console link ``/approve/<approval_id>`` for a signed-in console member of the approval's
   org (the Django admin session), used for key-scoped approvals, which have no such token.
 
-Either way the vote itself is authorized by the approver's signature: ``approval_vote``
-verifies the token against the frozen roster exactly as the API does.
+Either way the vote itself is authorized by the approver's signature: it goes through
+``approval_vote_with_token``, the one vote path the two API profiles use too.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
 
-import orjson
-from blake3 import blake3
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 
-from apps.approvals.errors import ApprovalContentMismatch
 from apps.approvals.models import Approval
-from apps.approvals.services import approval_refresh, approval_vote
+from apps.approvals.services import (
+    access_token_digest,
+    approval_refresh,
+    approval_vote_with_token,
+)
 from apps.common.errors import InvalidInput
 from apps.tenancy.middleware import member_org_ids
 from apps.tenancy.org_context import activate_all_orgs, activate_orgs
 
 APPROVAL_ID_PREFIX = "apr_"
-# The decision tag's offset in an approval token: nonce (32 bytes), expiry (8), tag (1).
-_DECISION_TAG_OFFSET = 40
-_REJECT_TAG = 0x02
 MAX_TOKEN_BYTES = 16 * 1024
-
-
-def access_token_digest(token: str) -> str:
-    """How ``teampath_apis.ApprovalOpenApi`` stores the one-time token."""
-    return blake3(token.encode()).hexdigest()
 
 
 def approval_by_access_token(token: str) -> Approval | None:
@@ -94,31 +86,16 @@ def _token_bytes(token_b64: object) -> bytes:
 def console_vote(
     *, approval: Approval, token_b64: object, record: object = None, co_sig_b64: object = None
 ) -> Approval:
-    """Record the browser-signed vote through ``approval_vote`` (its checks, unchanged).
+    """Record the browser-signed vote through ``approval_vote_with_token``.
 
-    The decision is the one the token carries (the signature covers its tag, and a bad tag
-    is refused by the verifier). ``record`` + ``co_sig_b64`` are the approver's co-signed
-    leg (approvals.md §5/§6), verified and stored verbatim by ``approval_vote``.
+    The decision is the one the token carries. ``record`` + ``co_sig_b64`` are the
+    approver's co-signed leg (approvals.md §5/§6), verified and stored verbatim.
     """
     token = _token_bytes(token_b64)
     if record is not None and not isinstance(record, str):
         raise InvalidInput("record: the ApproverRecord as JSON text")
     if co_sig_b64 is not None and not isinstance(co_sig_b64, str):
         raise InvalidInput("co_sig_b64: a base64 string")
-    if (record is None) != (co_sig_b64 is None):
-        raise InvalidInput("record and co_sig_b64 come together")
-    if not approval.suspended_content:
-        raise ApprovalContentMismatch(
-            "the approval holds no suspended content to check the token against"
-        )
-    rejected = len(token) > _DECISION_TAG_OFFSET and token[_DECISION_TAG_OFFSET] == _REJECT_TAG
-    content: dict[str, Any] = orjson.loads(approval.suspended_content)
-    return approval_vote(
-        org=approval.org,
-        action_hash=approval.action_hash,
-        token=token,
-        action_content=content,
-        decision="rejected" if rejected else "approved",
-        record=record,
-        co_sig_b64=co_sig_b64,
+    return approval_vote_with_token(
+        approval=approval, token=token, record=record, co_sig_b64=co_sig_b64
     )

@@ -12,13 +12,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.analytics.services import refusal_record
-from apps.approvals.services import approval_open_for_suspended, is_suspended
+from apps.approvals.services import (
+    approval_open_for_suspended,
+    is_suspended,
+    mirror_trust_level,
+)
 from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.http import read_json_body
 from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
 from apps.receipts.errors import QuotaExceeded, ReceiptMalformed, ReceiptRejected
-from apps.receipts.services import receipt_append
+from apps.receipts.services import AppendOutcome, receipt_append
 from apps.receipts.verifier import (
     DecodedReceipt,
     DecodeError,
@@ -28,7 +32,7 @@ from apps.receipts.verifier import (
     parse_json,
     verify_receipt_value,
 )
-from apps.tenancy.models import Scope
+from apps.tenancy.models import Org, Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 ACTION_HASH = re.compile(r"[0-9a-f]{64}")
@@ -74,14 +78,29 @@ def parse_push_body(body: bytes) -> PushInput:
     return PushInput(receipt=receipt, supersedes_action_hash=supersedes)
 
 
-def verified_receipt(receipt: JsonValue) -> tuple[DecodedReceipt, str]:
-    """The decoded receipt and its derived trust level, or the refusal of server.md §2."""
+def verified_receipt(receipt: JsonValue, *, org: Org) -> tuple[DecodedReceipt, str]:
+    """The decoded receipt and the trust level the mirror derives for it in ``org``
+    (server.md §1), or the refusal of server.md §2."""
     verdict: Verdict = verify_receipt_value(receipt)
     if verdict.stage == "decode":
         raise ReceiptMalformed(f"Malformed: {verdict.detail}")
     if not verdict.is_valid or verdict.receipt is None or verdict.trust_level is None:
         raise ReceiptRejected(verdict.kind, verdict.detail)
-    return verdict.receipt, verdict.trust_level
+    return verdict.receipt, mirror_trust_level(org=org, verdict=verdict)
+
+
+def push_answer(outcome: AppendOutcome) -> dict[str, object]:
+    """``ReceiptPushResponse``: the entry, with the level the service stored (server.md §1)
+    and the receipt's own claim where it differs."""
+    answer: dict[str, object] = {
+        "status": "appended" if outcome.appended else "duplicate",
+        "entry_hash": outcome.action_hash,
+        "seq": outcome.seq,
+        "trust_level": outcome.trust_level,
+    }
+    if outcome.claimed_trust_level:
+        answer["claimed_trust_level"] = outcome.claimed_trust_level
+    return answer
 
 
 @extend_schema_view(
@@ -120,7 +139,7 @@ class ReceiptPushApi(KeyScopedSdkApi):
         body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
         push = parse_push_body(body)
         try:
-            receipt, trust_level = verified_receipt(push.receipt)
+            receipt, trust_level = verified_receipt(push.receipt, org=principal.org)
         except ReceiptRejected as refusal:
             refusal_record(org=principal.org, kind=refusal.kind)
             raise
@@ -145,13 +164,8 @@ class ReceiptPushApi(KeyScopedSdkApi):
                 },
                 status=refusal.status,
             )
-        if outcome.appended and trust_level == "L0" and is_suspended(receipt.content):
-            approval_open_for_suspended(org=principal.org, action_hash=outcome.action_hash)
+        if outcome.appended and is_suspended(receipt.content):
+            approval_open_for_suspended(org=principal.org, content=receipt.content)
         return Response(
-            {
-                "status": "appended" if outcome.appended else "duplicate",
-                "entry_hash": outcome.action_hash,
-                "seq": outcome.seq,
-            },
-            status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
+            push_answer(outcome), status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK
         )

@@ -44,7 +44,8 @@ ENTRY_COLUMNS = [
 ]
 
 _RELATED = (
-    f"SELECT id, seq, session_seq, action_hash, link_hash FROM {ENTRY_TABLE} "  # noqa: S608
+    "SELECT id, seq, session_seq, action_hash, link_hash, trust_level, claimed_trust_level "  # noqa: S608
+    f"FROM {ENTRY_TABLE} "
     "WHERE org_id = %s AND (action_hash = %s OR (session_id = %s AND session_seq IN (%s, %s)))"
 )
 _CREATE_HEAD = (
@@ -88,6 +89,8 @@ class RelatedEntry:
     session_seq: int | None
     action_hash: str
     link_hash: str
+    trust_level: str
+    claimed_trust_level: str
 
 
 class AppendStatements:

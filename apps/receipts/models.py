@@ -47,7 +47,9 @@ class MirrorEntry(models.Model):
     receipt = models.TextField()
     receipt_digest = models.CharField(max_length=64)
     kind = models.CharField(max_length=32, default="action")
+    # The level the service derived (server.md §1); the receipt's own claim where it differs.
     trust_level = models.CharField(max_length=2, choices=TrustLevel.choices)
+    claimed_trust_level = models.CharField(max_length=2, blank=True, default="")
     supersedes_action_hash = models.CharField(max_length=64, blank=True, default="")
     superseded_by = models.CharField(max_length=64, blank=True, default="")
     prev_chain_hash = models.CharField(max_length=64)

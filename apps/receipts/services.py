@@ -53,6 +53,9 @@ class AppendOutcome:
     seq: int
     action_hash: str
     appended: bool  # False: the action_hash was already mirrored (a duplicate push)
+    # The level stored for the entry (server.md §1), and the receipt's claim where it differs.
+    trust_level: str = "L0"
+    claimed_trust_level: str = ""
 
 
 def receipt_append(
@@ -184,7 +187,7 @@ def _append_locked(
         MirrorEntry.objects.filter(org=org, action_hash=supersedes_action_hash).update(
             superseded_by=receipt.action_hash
         )
-    return AppendOutcome(seq=advanced.size, action_hash=receipt.action_hash, appended=True)
+    return _appended(entry)
 
 
 def _plan_append(
@@ -204,7 +207,13 @@ def _plan_append(
     and the head after it."""
     existing = next((e for e in related if e.action_hash == receipt.action_hash), None)
     if existing is not None:
-        return AppendOutcome(seq=existing.seq, action_hash=existing.action_hash, appended=False)
+        return AppendOutcome(
+            seq=existing.seq,
+            action_hash=existing.action_hash,
+            appended=False,
+            trust_level=existing.trust_level,
+            claimed_trust_level=existing.claimed_trust_level,
+        )
     target = None
     if supersedes_action_hash:
         target = _supersede_target(org, receipt, trust_level, supersedes_action_hash)
@@ -220,6 +229,7 @@ def _plan_append(
         supersedes_action_hash=supersedes_action_hash or "",
     )
     content = receipt.content
+    claimed = content["trust_level"] if content["trust_level"] != trust_level else ""
     entry = {
         "org_id": org.pk,
         "seq": seq,
@@ -228,6 +238,7 @@ def _plan_append(
         "receipt_digest": digest,
         "kind": receipt.kind,
         "trust_level": trust_level,
+        "claimed_trust_level": claimed,
         "supersedes_action_hash": supersedes_action_hash or "",
         "prev_chain_hash": head.head,
         "chain_hash": entry_chain_hash,
@@ -245,6 +256,16 @@ def _plan_append(
     }  # fmt: skip
     advanced = LockedHead(size=seq, head=entry_chain_hash, month=month, month_count=month_count)
     return entry, advanced
+
+
+def _appended(entry: dict[str, Any]) -> AppendOutcome:
+    return AppendOutcome(
+        seq=entry["seq"],
+        action_hash=entry["action_hash"],
+        appended=True,
+        trust_level=entry["trust_level"],
+        claimed_trust_level=entry["claimed_trust_level"],
+    )
 
 
 def _month_of(moment: datetime) -> str:

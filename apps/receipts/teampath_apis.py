@@ -77,7 +77,7 @@ def claimed_action_hash(value: JsonValue) -> str:
     return claimed if isinstance(claimed, str) else ""
 
 
-def checked_receipt(value: JsonValue) -> BatchItem:
+def checked_receipt(value: JsonValue, *, org: Org) -> BatchItem:
     """A verified receipt, or its refusal: not an object / no ``content`` object is
     ``InvalidInput``, a decode failure ``ReceiptMalformed``, any other verdict
     ``ReceiptRejected`` (server.md §2)."""
@@ -87,7 +87,7 @@ def checked_receipt(value: JsonValue) -> BatchItem:
     content = dict(members).get("content")
     if content is None or object_members(content) is None:
         raise InvalidInput("content: must be present and a JSON object")
-    receipt, trust_level = verified_receipt(value)
+    receipt, trust_level = verified_receipt(value, org=org)
     return BatchItem(receipt=receipt, trust_level=trust_level)
 
 
@@ -103,7 +103,16 @@ def rejection_reason(refusal: DomainError) -> str:
 
 
 def accepted_result(outcome: AppendOutcome) -> dict[str, Any]:
-    return {"receiptId": outcome.action_hash, "accepted": True}
+    """``OutboxPushResult`` of a stored receipt, with the level the service stored and the
+    receipt's own claim where it differs (server.md §1; members the SDKs ignore)."""
+    result: dict[str, Any] = {
+        "receiptId": outcome.action_hash,
+        "accepted": True,
+        "trustLevel": outcome.trust_level,
+    }
+    if outcome.claimed_trust_level:
+        result["claimedTrustLevel"] = outcome.claimed_trust_level
+    return result
 
 
 def refused_result(receipt_id: str, refusal: DomainError) -> dict[str, Any]:
@@ -165,7 +174,7 @@ class ReceiptPushApi(TeamPathApi):
             raise InvalidInput("the body must be the receipt, a JSON object")
         receipt_id = claimed_action_hash(value)
         try:
-            item = checked_receipt(value)
+            item = checked_receipt(value, org=principal.org)
             outcome = receipt_append(
                 org=principal.org,
                 receipt=item.receipt,
@@ -260,7 +269,7 @@ class ReceiptBatchPushApi(TeamPathApi):
         principal = sdk_principal(request)
         body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
         values = parse_batch_body(parse_body(body))
-        slots = [self._check(value) for value in values]
+        slots = [self._check(value, principal.org) for value in values]
         for slot in slots:
             if isinstance(slot.refusal, ReceiptRejected | ReceiptMalformed):
                 record_refusal(principal.org, slot.refusal)
@@ -272,10 +281,10 @@ class ReceiptBatchPushApi(TeamPathApi):
         return Response(results, status=HTTPStatus.OK)
 
     @staticmethod
-    def _check(value: JsonValue) -> _Slot:
+    def _check(value: JsonValue, org: Org) -> _Slot:
         receipt_id = claimed_action_hash(value)
         try:
-            return _Slot(receipt_id=receipt_id, item=checked_receipt(value))
+            return _Slot(receipt_id=receipt_id, item=checked_receipt(value, org=org))
         except (InvalidInput, ReceiptMalformed, ReceiptRejected) as refusal:
             return _Slot(receipt_id=receipt_id, refusal=refusal)
 

@@ -151,3 +151,31 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.org} as {self.role}"
+
+
+class OrgAuditEvent(models.Model):
+    """The org's audit log of administrative acts that happen outside the console's own
+    admin log (which records only signed-in users): approver keys registered, rotated and
+    revoked through the API or a command. Append-only: nothing updates or deletes a row."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    at = models.DateTimeField(auto_now_add=True)
+    kind = models.CharField(max_length=64)
+    summary = models.CharField(max_length=300)
+    detail = models.JSONField(default=dict)
+    # Who did it: a console user, an API key, or neither (a management command).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        ApiKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
+    via = models.CharField(max_length=16)
+
+    class Meta:
+        indexes = [models.Index(fields=["org", "at"], name="org_audit_event_org_at")]
+        ordering = ["-at", "-id"]
+        verbose_name = "org audit event"
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -23,11 +23,14 @@ class _HasScope(BasePermission):
         return isinstance(api_key, ApiKey) and api_key.has_scope(self.scope)
 
 
-def scope_required(scope: Scope) -> type[BasePermission]:
-    """A permission class that admits API keys carrying ``scope``."""
+def scope_required(scope: Scope, *, message: str = "") -> type[BasePermission]:
+    """A permission class that admits API keys carrying ``scope``; ``message`` is the 403's
+    detail (by default, which scope is missing)."""
     name = "Has" + "".join(part.title() for part in scope.value.replace(":", "_").split("_"))
     return type(
-        name, (_HasScope,), {"scope": scope.value, "message": f"API key lacks scope {scope.value}"}
+        name,
+        (_HasScope,),
+        {"scope": scope.value, "message": message or f"API key lacks scope {scope.value}"},
     )
 
 

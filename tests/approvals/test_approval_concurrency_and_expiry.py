@@ -14,7 +14,12 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.approvals.models import Approval, ApprovalVote, ApproverKey
-from apps.approvals.services import approval_open, approvals_sweep, approver_key_register
+from apps.approvals.services import (
+    approval_open,
+    approvals_sweep,
+    approver_key_register,
+    eligible_approvers,
+)
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.approvals.test_approval_flows import SCOPE, submit
 from tests.receipts.factories import Agent
@@ -61,12 +66,15 @@ def _timed(cast, approvers, on_timeout: str, expired: bool = True) -> Approval:
             "approver_pubkeys": [approvers[0].public, approvers[1].public],
         }
     }
-    return approval_open(org=cast.acme, action_hash="ab" * 32, suspended_content=content).approval
+    return approval_open(
+        org=cast.acme, action_hash=content["action_hash"], suspended_content=content
+    ).approval
 
 
 def test_the_suspension_block_narrows_the_roster_and_sets_the_expiry(cast, approvers) -> None:
     approval = _timed(cast, approvers, "deny", expired=False)
-    assert approval.roster == sorted([approvers[0].public, approvers[1].public])
+    assert eligible_approvers(approval) == sorted([approvers[0].public, approvers[1].public])
+    assert approval.roster_frozen_at is None  # it freezes at the first counted vote
     assert approval.expires_at.year == 2999
     assert approval.on_timeout == "deny"
 
@@ -104,5 +112,10 @@ def test_register_approver_key_command(cast, capsys) -> None:
         "register_approver_key", "acme", erin.public, "--key-id", "erin", "--label", "Erin"
     )
     out = json.loads(capsys.readouterr().out)
-    assert out == {"org": "acme", "key_id": "erin", "public_key": erin.public}
+    assert out == {
+        "org": "acme",
+        "key_id": "erin",
+        "public_key": erin.public,
+        "change": "registered",
+    }
     assert ApproverKey.objects.get(key_id="erin").label == "Erin"

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.approvals.models import Approval, ApprovalVote
-from apps.approvals.services import approver_key_revoke
+from apps.approvals.services import approval_roster, approver_key_revoke, eligible_approvers
 from apps.approvals.tokens import assemble_l1_from_parts, assemble_quorum_from_parts
 from apps.receipts.models import MirrorEntry
 from apps.receipts.verifier import verify_receipt
@@ -50,8 +50,12 @@ def test_pushing_a_suspended_receipt_opens_its_approval(cast, suspended, sdk_cli
     assert (body["threshold"], body["approved_count"], body["resolved_at"]) == (1, 0, None)
     approval = Approval.objects.get(org=cast.acme, action_hash=action_hash)
     assert approval.rule_id == SCOPE
-    assert len(approval.roster) == 3
-    # The route re-opens the same approval: 200, same id.
+    assert len(eligible_approvers(approval)) == 3
+    # The SDK's own open after its push is the first explicit open: 201, same id; the
+    # next one re-opens: 200.
+    first = sdk_client.post("/v1/approvals", {"action_hash": action_hash}, format="json")
+    assert first.status_code == HTTPStatus.CREATED
+    assert first.json()["approval_id"] == body["approval_id"]
     again = sdk_client.post("/v1/approvals", {"action_hash": action_hash}, format="json")
     assert again.status_code == HTTPStatus.OK
     assert again.json()["approval_id"] == body["approval_id"]
@@ -109,7 +113,7 @@ def test_two_of_three_quorum_flow_assembles_and_supersedes(
     assert opened.status_code == HTTPStatus.CREATED
     assert opened.json()["threshold"] == 2
     assert push(receipt).status_code == HTTPStatus.CREATED  # the push re-opens: no new one
-    roster = Approval.objects.get(action_hash=action_hash).roster
+    roster = approval_roster(Approval.objects.get(action_hash=action_hash))
     alice, bob, _ = approvers
     for index, approver in enumerate((alice, bob), start=1):
         record, co_sig = approver.leg(content, threshold=2, roster=roster)
@@ -188,7 +192,9 @@ def test_a_replayed_nonce_is_403(cast, agent, approvers, sdk_client) -> None:
 )
 def test_token_failures_are_403_with_the_reason(suspended, sdk_client, approvers, mutate, reason):
     content = suspended["content"]
-    response = submit(sdk_client, content["action_hash"], content, mutate(approvers[0], content))
+    token = mutate(approvers[0], content)
+    # The SDK always declares the decision; the token's signed one must match it.
+    response = submit(sdk_client, content["action_hash"], content, token, decision="approved")
     assert response.status_code == HTTPStatus.FORBIDDEN
     assert reason in response.json()["detail"]
 
@@ -219,12 +225,25 @@ def test_content_that_does_not_hash_to_the_path_is_409(suspended, sdk_client, ap
     assert response.status_code == HTTPStatus.CONFLICT
 
 
-def test_threshold_above_the_roster_is_422(cast, agent, approvers, sdk_client) -> None:
+def test_a_threshold_above_the_eligible_keys_opens_but_its_first_vote_is_409(
+    cast, agent, approvers, sdk_client
+) -> None:
     content = suspended_receipt(agent)["content"]
     response = sdk_client.post(
-        "/v1/approvals", {"action_hash": content["action_hash"], "threshold": 4}, format="json"
+        "/v1/approvals",
+        {"action_hash": content["action_hash"], "threshold": 4, "rule_id": SCOPE},
+        format="json",
     )
-    assert response.status_code == HTTPStatus.UNPROCESSABLE_ENTITY
+    assert response.status_code == HTTPStatus.CREATED
+    vote = submit(
+        sdk_client, content["action_hash"], content, approvers[0].token(content, scope=SCOPE)
+    )
+    assert vote.status_code == HTTPStatus.CONFLICT
+    assert vote.json()["detail"] == (
+        "the approval needs 4 approver(s) but only 3 approver key(s) are eligible: register "
+        "more approver keys first"
+    )
+    assert ApprovalVote.objects.count() == 0
 
 
 def test_unknown_members_are_ignored_when_opening(cast, agent, approvers, sdk_client) -> None:
@@ -268,8 +287,14 @@ def test_registering_approver_keys_needs_the_separate_scope(cast, agent, push) -
         HTTP_X_API_KEY=api_key_issue(org=cast.acme, scopes=["approvers:write"]).secret
     )
     created = admin_key.post("/v1/orgs/register-approver-pubkey", body, format="json")
-    assert created.status_code == HTTPStatus.CREATED
-    assert created.json()["public_key"] == dave.public  # stored canonically, padded
+    assert created.status_code == HTTPStatus.OK
+    assert created.json() == {
+        "status": "registered",
+        "key_id": "dave",
+        "public_key": dave.public,  # stored canonically, padded
+        "label": "Dave",
+        "change": "registered",
+    }
     # An operator key seen in the org's receipts cannot become an approver.
     assert push(agent.receipt()).status_code == 201
     operator = {"public_key": agent.identity}
@@ -292,7 +317,7 @@ def test_the_sdks_open_after_its_push_sets_the_quorum_threshold(
         "/v1/approvals", {"action_hash": action_hash, "rule_id": SCOPE, "threshold": 2},
         format="json",
     )  # fmt: skip
-    assert opened.status_code == HTTPStatus.OK
+    assert opened.status_code == HTTPStatus.CREATED  # the first explicit open
     assert opened.json()["threshold"] == 2
     # Once confirmed, a later open with another threshold changes nothing.
     again = sdk_client.post(

@@ -354,7 +354,7 @@ def test_approver_keys_register_with_a_derived_id_and_revoke_per_org(cast, root)
     key = ApproverKey.objects.get(org=cast.acme)
     assert key.key_id.startswith("ak_")
     assert logged("acme-owner", key.key_id)
-    globex = approver_key_register(org=cast.globex, public_key=Approver("g").public, key_id="g")
+    globex = approver_key_register(org=cast.globex, public_key=Approver("g").public, key_id="g").key
     member("manager").post(
         "/admin/approvals/approverkey/",
         {"action": "revoke_selected", "_selected_action": [key.pk, globex.pk]},
@@ -476,7 +476,7 @@ def test_members_see_their_own_log_entries_and_nobody_edits_any(cast, root) -> N
 
 def test_keys_are_issued_revoked_or_rotated_never_edited(cast, root) -> None:
     key = cast.acme_key.api_key
-    approver = approver_key_register(org=cast.acme, public_key=Approver("a").public, key_id="a")
+    approver = approver_key_register(org=cast.acme, public_key=Approver("a").public, key_id="a").key
     for client in (root, member("owner")):
         for url, body in [
             (f"/admin/tenancy/apikey/{key.pk}/change/", {"label": "renamed"}),

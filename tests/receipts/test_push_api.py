@@ -23,6 +23,7 @@ def test_it_appends_a_valid_receipt_with_201(push, agent, cast):
         "status": "appended",
         "entry_hash": receipt["content"]["action_hash"],
         "seq": 1,
+        "trust_level": "L0",
     }
 
 

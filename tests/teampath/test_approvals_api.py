@@ -10,7 +10,7 @@ import pytest
 from blake3 import blake3
 
 from apps.approvals.models import Approval, ApprovalStatus, ApprovalVote
-from apps.approvals.services import approver_key_register
+from apps.approvals.services import approver_key_register, eligible_approvers
 from apps.receipts.models import MirrorEntry
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.receipts.factories import as_text
@@ -88,7 +88,7 @@ class TestOpen:
         assert response.status_code == HTTPStatus.CREATED, response.content
         assert response.json()["expiresAt"] == "2099-01-01T00:00:00Z"
         approval = Approval.objects.get(approval_id=response.json()["approvalId"])
-        assert approval.roster == [approvers[1].public]
+        assert eligible_approvers(approval) == [approvers[1].public]
 
     def test_opening_the_same_receipt_again_is_200_with_the_same_id_and_no_token(
         self, acme, opened
@@ -118,9 +118,11 @@ class TestOpen:
         receipt["extra"] = 1
         assert_error(open_approval(acme, receipt), HTTPStatus.BAD_REQUEST, "validation_failed")
 
-    def test_without_approver_keys_the_roster_is_too_small_422(self, acme, agent):
+    def test_without_approver_keys_it_opens_pending_and_the_first_vote_is_409(self, acme, agent):
         response = open_approval(acme, suspended_receipt(agent))
-        assert_error(response, HTTPStatus.UNPROCESSABLE_ENTITY, "validation_failed")
+        assert response.status_code == HTTPStatus.CREATED, response.content
+        approval_id = response.json()["approvalId"]
+        assert acme.get(f"/v1/approvals/{approval_id}").json() == {"outcome": "pending"}
 
     @pytest.mark.parametrize(
         "body",

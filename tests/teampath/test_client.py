@@ -62,6 +62,7 @@ def test_push_receipt_as_object_and_as_text(client, cast):
     assert client.push_receipt(first) == {
         "receiptId": first["content"]["action_hash"],
         "accepted": True,
+        "trustLevel": "L0",
     }
     assert client.push_receipt(as_text(second))["accepted"] is True
     assert client.push_receipt(first)["accepted"] is True  # a duplicate: 200

@@ -28,7 +28,9 @@ def test_a_batch_of_valid_receipts_is_200_with_results_in_order(acme, agent, cas
     receipts = [agent.receipt() for _ in range(5)]
     response = acme.batch(receipts)
     assert response.status_code == HTTPStatus.OK
-    assert response.json() == [{"receiptId": action_hash(r), "accepted": True} for r in receipts]
+    assert response.json() == [
+        {"receiptId": action_hash(r), "accepted": True, "trustLevel": "L0"} for r in receipts
+    ]
     assert seqs_of(cast.acme, receipts) == [1, 2, 3, 4, 5]
     assert mirror_chain_check(org=cast.acme).ok
 
@@ -63,7 +65,11 @@ def test_a_batch_mixing_accepted_and_rejected_keeps_order_and_seq_order(acme, ag
     }
     assert results[6]["rejectionReason"] == "InvalidSignature: signature verification failed"
     for index, receipt in zip((0, 2, 5, 7), good, strict=True):
-        assert results[index] == {"receiptId": action_hash(receipt), "accepted": True}
+        assert results[index] == {
+            "receiptId": action_hash(receipt),
+            "accepted": True,
+            "trustLevel": "L0",
+        }
         assert "rejectionReason" not in results[index]
     assert seqs_of(cast.acme, good) == [1, 2, 3, 4]
     assert MirrorEntry.objects.filter(org=cast.acme).count() == 4
@@ -75,9 +81,9 @@ def test_the_same_receipt_twice_in_a_batch_is_stored_once(acme, agent, cast):
     other = agent.receipt()
     response = acme.batch([receipt, other, receipt])
     assert response.json() == [
-        {"receiptId": action_hash(receipt), "accepted": True},
-        {"receiptId": action_hash(other), "accepted": True},
-        {"receiptId": action_hash(receipt), "accepted": True},
+        {"receiptId": action_hash(receipt), "accepted": True, "trustLevel": "L0"},
+        {"receiptId": action_hash(other), "accepted": True, "trustLevel": "L0"},
+        {"receiptId": action_hash(receipt), "accepted": True, "trustLevel": "L0"},
     ]
     assert MirrorEntry.objects.filter(org=cast.acme).count() == 2
     assert seqs_of(cast.acme, [receipt, other]) == [1, 2]

@@ -18,7 +18,11 @@ def test_a_valid_receipt_is_stored_201_with_its_action_hash_as_receipt_id(acme, 
     receipt = agent.receipt()
     response = acme.push(receipt)
     assert response.status_code == HTTPStatus.CREATED
-    assert response.json() == {"receiptId": receipt["content"]["action_hash"], "accepted": True}
+    assert response.json() == {
+        "receiptId": receipt["content"]["action_hash"],
+        "accepted": True,
+        "trustLevel": "L0",
+    }
     entry = MirrorEntry.objects.get(org=cast.acme)
     assert (entry.seq, entry.action_hash) == (1, receipt["content"]["action_hash"])
 
@@ -28,7 +32,11 @@ def test_a_duplicate_push_is_200_accepted_and_stores_nothing_new(acme, agent):
     acme.push(receipt)
     again = acme.push(receipt)
     assert again.status_code == HTTPStatus.OK
-    assert again.json() == {"receiptId": receipt["content"]["action_hash"], "accepted": True}
+    assert again.json() == {
+        "receiptId": receipt["content"]["action_hash"],
+        "accepted": True,
+        "trustLevel": "L0",
+    }
     assert MirrorEntry.objects.count() == 1
 
 

@@ -33,6 +33,8 @@ from apps.approvals.tokens.token import (
     approval_token_message,
     encode_approval_token,
     sign_approval_token,
+    token_decision,
+    token_public_key,
     verify_approval_token,
 )
 
@@ -60,6 +62,8 @@ __all__ = [
     "quorum_cosign_payload",
     "receipt_text",
     "sign_approval_token",
+    "token_decision",
+    "token_public_key",
     "verify_approval_token",
     "verify_leg",
 ]

@@ -119,6 +119,22 @@ def _fields(nonce: bytes, expiry: int, decision: Decision, scope: str) -> bytes:
     return _HEADER.pack(nonce, expiry, DECISION_TAGS[decision], len(scope_bytes)) + scope_bytes
 
 
+def token_decision(token: bytes) -> Decision | None:
+    """The decision a token's tag carries, read from the layout without verifying anything
+    (the signature covers the tag; ``verify_approval_token`` refuses a bad one). None when
+    the token is too short to hold a tag or the tag is not a decision."""
+    if len(token) < _HEADER.size:
+        return None
+    return _DECISIONS_BY_TAG.get(token[NONCE_LENGTH + 8])
+
+
+def token_public_key(token: bytes) -> str | None:
+    """The signer's key a token names (its last 32 bytes), as padded base64; unverified."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        return None
+    return base64.b64encode(token[-PUBLIC_KEY_LENGTH:]).decode("ascii")
+
+
 def verify_approval_token(
     token: bytes,
     *,

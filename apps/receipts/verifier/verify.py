@@ -88,11 +88,22 @@ class DecodedReceipt:
 
 @dataclass(frozen=True)
 class Verdict:
+    """The outcome of verification.
+
+    For a lifecycle kind (receipts.md §12) ``trust_level`` is the level derived offline,
+    always ``L0`` (server.md §1): the claim is never echoed, never refused either, and is
+    reported as ``claimed_trust_level`` where it differs. ``decision_signer`` is the public
+    key the kind-bound check found for a kind that needs decision authority; the mirror
+    derives ``L1`` from it when it is an approver key registered for the org.
+    """
+
     kind: str
     trust_level: str | None = None
     detail: str | None = None
     stage: Literal["decode", "verify"] = "verify"
     receipt: DecodedReceipt | None = None
+    claimed_trust_level: str | None = None
+    decision_signer: str | None = None
 
     @property
     def is_valid(self) -> bool:
@@ -102,6 +113,8 @@ class Verdict:
         shown = {"kind": self.kind}
         if self.trust_level is not None:
             shown["trust_level"] = self.trust_level
+        if self.claimed_trust_level is not None:
+            shown["claimed_trust_level"] = self.claimed_trust_level
         if self.detail is not None:
             shown["detail"] = self.detail
         shown["time_status"] = "NoTrustedTime"
@@ -151,10 +164,17 @@ def verify_receipt_value(value: JsonValue) -> Verdict:
         fast_path_safe=fast_path_safe,
     )
     try:
-        trust_level = _verify_decoded(receipt)
+        trust_level, decision_signer = _verify_decoded(receipt)
     except _Refusal as refusal:
         return Verdict(kind=refusal.kind, detail=refusal.detail, receipt=receipt)
-    return Verdict(kind="Valid", trust_level=trust_level, receipt=receipt)
+    claimed = receipt.content["trust_level"]
+    return Verdict(
+        kind="Valid",
+        trust_level=trust_level,
+        receipt=receipt,
+        claimed_trust_level=claimed if claimed != trust_level else None,
+        decision_signer=decision_signer,
+    )
 
 
 def _malformed_input(error: DecodeError) -> Verdict:
@@ -165,7 +185,8 @@ def _malformed_input(error: DecodeError) -> Verdict:
     )
 
 
-def _verify_decoded(receipt: DecodedReceipt) -> str:
+def _verify_decoded(receipt: DecodedReceipt) -> tuple[str, str | None]:
+    """The derived trust level, and the decision signer of a lifecycle kind needing one."""
     content = receipt.content
     envelope = receipt.envelope
     if envelope["alg"] != ALG_V2:
@@ -177,7 +198,7 @@ def _verify_decoded(receipt: DecodedReceipt) -> str:
             detail += " (a retired v1 receipt — re-verify it with a v1 verifier)"
         raise _Refusal("Unsupported", detail)
     if receipt.kind != "action":
-        return _verify_lifecycle(receipt)
+        return "L0", _verify_lifecycle(receipt)
     if blake3(receipt.canonical_bytes).hexdigest() != receipt.action_hash:
         raise _Refusal("HashMismatch")
     signatures = envelope["signatures"]
@@ -192,7 +213,7 @@ def _verify_decoded(receipt: DecodedReceipt) -> str:
     if content.get("anchor_policy") == "required" and "time_anchor" not in content:
         raise _Refusal("AnchorRequired")
     _check_mandate(content)
-    return derived
+    return derived, None
 
 
 def _one_operator(signatures: list[dict[str, Any]]) -> dict[str, Any]:
@@ -371,8 +392,10 @@ def _lifecycle_domain(content: dict[str, Any]) -> tuple[bytes, bool]:
     return DOMAIN_ACTION, False  # completed, producer key_rotation
 
 
-def _verify_lifecycle(receipt: DecodedReceipt) -> str:
-    """receipts.md §12 kind-bound check, then server.md §1: the stored level is L0."""
+def _verify_lifecycle(receipt: DecodedReceipt) -> str | None:
+    """receipts.md §12 kind-bound check. Returns the decision signer's public key for a kind
+    that needs decision authority (None otherwise); the claimed level is not checked
+    (server.md §1: derived, never echoed, never refused)."""
     content = receipt.content
     if blake3(receipt.canonical_bytes).hexdigest() != receipt.action_hash:
         raise _Refusal("HashMismatch")
@@ -399,9 +422,10 @@ def _verify_lifecycle(receipt: DecodedReceipt) -> str:
             f"{label} decision is signed by the same key that produced an action "
             "authorization on this receipt — no self-approval",
         )
-    if content["trust_level"] != "L0":
-        raise _Refusal("TrustLevelMismatch", f"embedded={content['trust_level']} derived=L0")
-    return "L0"
+    if not needs_decision:
+        return None
+    key: str = signer["public_key"]
+    return key
 
 
 def _verifies(entry: dict[str, Any], message: bytes) -> bool:

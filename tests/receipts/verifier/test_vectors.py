@@ -56,15 +56,12 @@ DELIBERATE = {
     "empty_collateral_omitted": "[] written out",
 }
 
-# server.md §1, last paragraph: lifecycle kinds are held to the suite tags and the stored
-# level is L0 (the reference checks neither tag and echoes a claimed level).
+# server.md §1, last paragraph: lifecycle kinds are held to the suite tags; the level is
+# derived (L0 offline), never echoed and never refused: a differing claim is reported.
 LIFECYCLE_STRICTER = {
     "suspended_wrong_alg_not_checked": {"kind": "WrongAlgorithm", "detail": "bogus"},
     "suspended_v1_version_not_checked": {"kind": "Unsupported"},
-    "suspended_claims_L1_not_checked": {
-        "kind": "TrustLevelMismatch",
-        "detail": "embedded=L1 derived=L0",
-    },
+    "suspended_claims_L1_not_checked": {"kind": "Valid", "claimed_trust_level": "L1"},
 }
 
 # Details the spec does not fix: RFC 3161 ASN.1 library messages (receipts.md §16).
@@ -112,6 +109,8 @@ def test_lifecycle_verdicts_agree_with_the_reference_and_the_server_rules(case):
         assert verdict.detail == expected["detail"]
     if verdict.is_valid:
         assert verdict.trust_level == "L0"  # never the claimed level
+        assert verdict.claimed_trust_level == expected.get("claimed_trust_level")
+        assert verdict.as_dict().get("claimed_trust_level") == expected.get("claimed_trust_level")
 
 
 @pytest.mark.parametrize("case", cases("canonicalization"))

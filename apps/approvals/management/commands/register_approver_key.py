@@ -8,7 +8,10 @@ from apps.tenancy.selectors import org_get
 
 
 class Command(BaseCommand):
-    help = "Register an approver's Ed25519 public key (standard base64) for an org."
+    help = (
+        "Register an approver's Ed25519 public key (standard base64) for an org. The same "
+        "--key-id with another key rotates it (the old key is revoked)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("org_slug")
@@ -18,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = run_service(lambda: org_get(slug=options["org_slug"]))
-        key = run_service(
+        registered = run_service(
             lambda: approver_key_register(
                 org=org,
                 public_key=options["public_key"],
@@ -27,6 +30,14 @@ class Command(BaseCommand):
                 via="command",
             )
         )
+        key = registered.key
         self.stdout.write(
-            json_line({"org": org.slug, "key_id": key.key_id, "public_key": key.public_key})
+            json_line(
+                {
+                    "org": org.slug,
+                    "key_id": key.key_id,
+                    "public_key": key.public_key,
+                    "change": registered.change,
+                }
+            )
         )
