@@ -11,6 +11,7 @@ from django.http import HttpRequest
 
 from apps.approvals.models import Approval, ApproverKey
 from apps.approvals.services import (
+    approval_roster,
     approver_key_register,
     approver_key_revoke,
     canonical_public_key,
@@ -106,15 +107,18 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
 class ApprovalAdmin(OrgScopedAdmin[Approval]):
     """The approval queue: read-only here; votes are signed on the approvers' devices."""
 
-    list_display = ["approval_id", "org", "status", "threshold", "approved_count", "rule_id",
-                    "workflow", "flag", "created_at", "expires_at", "resolved_at"]  # fmt: skip
+    list_display = ["approval_id", "org", "status", "waiting_for", "threshold", "approved_count",
+                    "rule_id", "workflow", "flag", "created_at", "expires_at",
+                    "resolved_at"]  # fmt: skip
     list_filter = ["status", OrgFilter, "flag"]
-    search_fields = ["approval_id", "action_hash", "rule_id", "workflow"]
-    readonly_fields = ["approval_id", "org", "action_hash", "status", "threshold", "roster",
-                       "rule_id", "workflow", "account", "approved_count", "expires_at",
-                       "on_timeout", "flag", "routing_hint", "created_at", "resolved_at",
+    search_fields = ["approval_id", "action_hash", "ticket_hash", "rule_id", "workflow"]
+    readonly_fields = ["approval_id", "org", "action_hash", "ticket_hash", "status",
+                       "waiting_for", "threshold", "roster_shown", "rule_id", "workflow",
+                       "account", "context", "approved_count", "expires_at", "on_timeout", "flag",
+                       "routing_hint", "created_at", "resolved_at",
                        "votes_and_history"]  # fmt: skip
-    exclude = ["suspended_content", "access_token_digest", "provisional"]
+    exclude = ["suspended_content", "access_token_digest", "provisional", "roster",
+               "roster_frozen_at"]  # fmt: skip
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -122,12 +126,45 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
     def has_change_permission(self, request: HttpRequest, obj: Approval | None = None) -> bool:
         return False
 
+    @admin.display(description="Waiting for")
+    def waiting_for(self, obj: Approval) -> str:
+        """What a pending approval waits for: approver keys (none or too few registered and
+        eligible yet), its suspended receipt (opened by the suspend ticket), or votes."""
+        if obj.status != "pending":
+            return "-"
+        if not obj.suspended_content:
+            return "the suspended receipt (opened by its hash; not pushed yet)"
+        eligible = len(approval_roster(obj))
+        if eligible < obj.threshold:
+            return f"approver keys ({eligible} eligible, {obj.threshold} needed)"
+        return f"votes ({obj.approved_count} of {obj.threshold})"
+
+    @admin.display(description="Roster")
+    def roster_shown(self, obj: Approval) -> str:
+        roster = approval_roster(obj)
+        state = (
+            f"frozen at the first vote, {obj.roster_frozen_at:%Y-%m-%d %H:%M:%S}"
+            if obj.roster_frozen_at
+            else "not frozen yet: the eligible keys now; it freezes at the first vote"
+        )
+        return "\n".join([*roster, f"({state})"])
+
     @admin.display(description="Votes and history")
     def votes_and_history(self, obj: Approval) -> str:
         votes = [
             f"{vote.voted_at:%Y-%m-%d %H:%M:%S} {vote.approver_public_key} {vote.decision}"
+            + (" with its co-signed leg" if vote.record else " (no leg yet)")
             + (" (key since revoked)" if vote.approver_key.revoked_at else "")
+            + (f": {vote.reason}" if vote.reason else "")
             for vote in obj.votes.select_related("approver_key")
         ]
-        events = [f"{event.at:%Y-%m-%d %H:%M:%S} {event.kind}" for event in obj.events.all()]
+        events = [
+            f"{event.at:%Y-%m-%d %H:%M:%S} {event.kind}"
+            + (f" {_event_detail(event.detail)}" if event.detail else "")
+            for event in obj.events.all()
+        ]
         return "\n".join([*votes, *events]) or "-"
+
+
+def _event_detail(detail: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in detail.items())

@@ -32,6 +32,7 @@ from blake3 import blake3
 from django.utils import timezone
 
 from apps.approvals.models import Approval, ApproverKey
+from apps.approvals.services import approval_roster
 from apps.audit.selectors import ENTRY_FIELDS
 from apps.common.errors import InvalidInput
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD
@@ -183,7 +184,9 @@ def _approvals(org: Org, action_hashes: set[str]) -> list[dict[str, Any]]:
             "action_hash": approval.action_hash,
             "status": approval.status,
             "threshold": approval.threshold,
-            "roster": approval.roster,
+            # Frozen at the first vote; before it, the keys eligible when exported.
+            "roster": approval_roster(approval),
+            "roster_frozen": approval.roster_frozen_at is not None,
             "rule_id": approval.rule_id,
             "created_at": _iso(approval.created_at),
             "resolved_at": _iso(approval.resolved_at),

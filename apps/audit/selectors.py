@@ -17,6 +17,7 @@ ENTRY_FIELDS = (
     "action_hash",
     "kind",
     "trust_level",
+    "claimed_trust_level",
     "receipt_digest",
     "supersedes_action_hash",
     "superseded_by",

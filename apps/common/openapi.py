@@ -157,8 +157,18 @@ COMPONENTS: dict[str, Schema] = {
             "status": {"type": "string", "enum": ["appended", "duplicate"]},
             "entry_hash": {**_HASH, "description": "Echoes the receipt's `action_hash`."},
             "seq": {"type": "integer", "minimum": 1, "description": "Per-org mirror position."},
+            "trust_level": {
+                "type": "string",
+                "enum": ["L0", "L1"],
+                "description": "The level the service derived and stored (server.md §1).",
+            },
+            "claimed_trust_level": {
+                "type": "string",
+                "enum": ["L0", "L1"],
+                "description": "The receipt's own claim, only where it differs (lifecycle links).",
+            },
         },
-        required=["status", "entry_hash", "seq"],
+        required=["status", "entry_hash", "seq", "trust_level"],
     ),
     "ReceiptQuotaExceeded": _object(
         {
@@ -265,15 +275,28 @@ COMPONENTS: dict[str, Schema] = {
     ),
     "ApprovalOpenRequest": _object(
         {
-            "action_hash": _HASH,
+            "action_hash": {
+                **_HASH,
+                "description": "The suspended content's action_hash, or the SDK's suspend ticket.",
+            },
             "rule_id": {
                 "type": "string",
                 "maxLength": 200,
-                "description": "The scope the approver token must cover.",
+                "description": (
+                    'The scope the approver token must cover; `""` means absent (the suspended '
+                    "content's `policy.rule_id`)."
+                ),
             },
             "threshold": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
             "workflow": {"type": "string", "description": "Display context."},
             "account": {"type": "string", "description": "Display context."},
+            "matched_conditions": {
+                "type": "array",
+                "items": {},
+                "maxItems": 100,
+                "description": "Display context.",
+            },
+            "scope": {"type": "string", "maxLength": 200, "description": "Display context."},
         },
         required=["action_hash"],
     ),
@@ -307,7 +330,16 @@ COMPONENTS: dict[str, Schema] = {
                 "description": "The suspended receipt's content the token signs over.",
                 "additionalProperties": True,
             },
-            "decision": {"type": "string", "enum": ["approved", "rejected"], "default": "approved"},
+            "decision": {
+                "type": "string",
+                "enum": ["approved", "rejected"],
+                "description": "Must match the token's signed decision (else 403).",
+            },
+            "reason": {"type": "string", "maxLength": 2000, "description": "Display context."},
+            "required_scope": {
+                "type": "string",
+                "description": "Ignored: the scope is bound to the approval's rule server-side.",
+            },
             "record": {
                 "type": "string",
                 "description": "A co-signed leg: the ApproverRecord, JSON text (with co_sig_b64).",
@@ -345,8 +377,18 @@ COMPONENTS: dict[str, Schema] = {
         required=["public_key"],
     ),
     "ApproverKey": _object(
-        {"key_id": _STRING, "public_key": _STRING, "label": _STRING},
-        required=["key_id", "public_key", "label"],
+        {
+            "status": {"type": "string", "enum": ["registered"]},
+            "key_id": _STRING,
+            "public_key": _STRING,
+            "label": _STRING,
+            "change": {
+                "type": "string",
+                "enum": ["registered", "unchanged", "rotated"],
+                "description": "What the upsert did; a rotation revoked the key id's old key.",
+            },
+        },
+        required=["status", "key_id", "public_key", "label", "change"],
     ),
     "AuditChainEntry": _object(
         {
@@ -354,6 +396,11 @@ COMPONENTS: dict[str, Schema] = {
             "action_hash": _STRING,
             "kind": _STRING,
             "trust_level": {"type": "string", "enum": ["L0", "L1"]},
+            "claimed_trust_level": {
+                "type": "string",
+                "enum": ["", "L0", "L1"],
+                "description": "The receipt's own claim where it differs from `trust_level`.",
+            },
             "receipt_digest": {**_STRING, "description": "BLAKE3 of `receipt`."},
             "supersedes_action_hash": {"type": "string", "nullable": True},
             "superseded_by": {"type": "string", "nullable": True},
@@ -440,6 +487,16 @@ COMPONENTS: dict[str, Schema] = {
                 "description": 'The receipt\'s `content.action_hash` ("" when it has none).',
             },
             "accepted": {"type": "boolean"},
+            "trustLevel": {
+                "type": "string",
+                "enum": ["L0", "L1"],
+                "description": "Only when accepted: the level the service derived and stored.",
+            },
+            "claimedTrustLevel": {
+                "type": "string",
+                "enum": ["L0", "L1"],
+                "description": "Only where the receipt's own claim differs (lifecycle links).",
+            },
             "rejectionReason": {
                 "type": "string",
                 "description": 'Only when refused: `"<kind>: <detail>"` (e.g. `Malformed: ...`).',
@@ -547,7 +604,19 @@ COMPONENTS: dict[str, Schema] = {
     "Approval": _object(
         {
             "approvalId": _STRING,
-            "receiptId": _STRING,
+            "actionHash": {**_HASH, "description": "The suspended receipt's action_hash."},
+            "receiptId": {**_HASH, "description": "The same as `actionHash`."},
+            "decision": {
+                "type": "string",
+                "nullable": True,
+                "enum": ["approved", "rejected", "expired", None],
+                "description": "The settled decision; null while pending.",
+            },
+            "approverPublicKey": {
+                "type": "string",
+                "nullable": True,
+                "description": "The key whose vote settled it; null while pending or expired.",
+            },
             "outcome": {"type": "string", "enum": ["pending", "approved", "rejected", "expired"]},
             "threshold": {"type": "integer", "minimum": 1},
             "approvedCount": {"type": "integer", "minimum": 0},
@@ -559,7 +628,10 @@ COMPONENTS: dict[str, Schema] = {
         },
         required=[
             "approvalId",
+            "actionHash",
             "receiptId",
+            "decision",
+            "approverPublicKey",
             "outcome",
             "threshold",
             "approvedCount",

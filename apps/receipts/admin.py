@@ -20,6 +20,7 @@ from django.utils.html import format_html, format_html_join
 
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
 from apps.receipts.models import MirrorEntry
+from apps.receipts.selectors import stored_level_holds
 from apps.receipts.verifier import verify_receipt
 from apps.receipts.verifier.schema import LIFECYCLE_KINDS
 from apps.receipts.verifier.verify import Verdict
@@ -57,7 +58,7 @@ def reverify(entry: MirrorEntry) -> Reverification:
     problems = []
     if verdict.receipt is not None and verdict.receipt.action_hash != entry.action_hash:
         problems.append("the stored receipt's action_hash differs from the entry's")
-    if verdict.is_valid and verdict.trust_level != entry.trust_level:
+    if verdict.is_valid and not stored_level_holds(verdict, entry.trust_level):
         problems.append(f"stored trust level {entry.trust_level}, derived {verdict.trust_level}")
     digest = receipt_digest(entry.receipt)
     if digest != entry.receipt_digest:
@@ -109,6 +110,7 @@ DecisionFilter = choices_filter("decision_path", "policy decision", DECISION_PAT
 VerbFilter = choices_filter("verb", "verb", VERBS)
 
 DETAIL_FIELDS = ("readable", "org", "seq", "action_hash", "kind", "trust_level",
+                 "claimed_trust_level",
                  "supersedes_action_hash", "superseded_by", "prev_chain_hash", "chain_hash",
                  "receipt_digest", "received_at", "api_key", "session_id", "session_seq",
                  "verdict_now", "receipt")  # fmt: skip

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
 from apps.receipts.models import MirrorEntry, MirrorHead
-from apps.receipts.verifier import verify_receipt
+from apps.receipts.verifier import Verdict, verify_receipt
 from apps.tenancy.models import Org
 
 
@@ -55,6 +55,13 @@ def mirror_chain_check(
     return ChainCheck(size=expected_seq, head=running)
 
 
+def stored_level_holds(verdict: Verdict, stored: str) -> bool:
+    """Whether an entry's stored trust level agrees with re-verification: the same level, or
+    a decision-signed lifecycle link stored ``L1`` because its signer was an approver key of
+    the org when it was pushed (server.md §1; offline, every lifecycle kind derives L0)."""
+    return verdict.trust_level == stored or (verdict.decision_signer is not None and stored == "L1")
+
+
 def _entry_problem(entry: MirrorEntry, expected_seq: int, prev: str) -> str | None:
     if entry.seq != expected_seq:
         return f"seq {entry.seq} found where {expected_seq} was expected (gap or reorder)"
@@ -68,7 +75,7 @@ def _entry_problem(entry: MirrorEntry, expected_seq: int, prev: str) -> str | No
         return f"stored receipt no longer verifies: {verdict.kind}: {verdict.detail}"
     if verdict.receipt.action_hash != entry.action_hash:
         return "stored receipt's action_hash differs from the entry's"
-    if verdict.trust_level != entry.trust_level:
+    if not stored_level_holds(verdict, entry.trust_level):
         return f"stored trust level {entry.trust_level} differs from derived {verdict.trust_level}"
     recomputed = chain_hash(
         prev_chain_hash=prev,

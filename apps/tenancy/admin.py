@@ -24,7 +24,15 @@ from apps.common.errors import DomainError, Forbidden
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, role_in
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.middleware import activate_console_orgs
-from apps.tenancy.models import DEFAULT_SCOPES, ApiKey, Membership, Org, Role, Scope
+from apps.tenancy.models import (
+    DEFAULT_SCOPES,
+    ApiKey,
+    Membership,
+    Org,
+    OrgAuditEvent,
+    Role,
+    Scope,
+)
 from apps.tenancy.services import (
     IssuedKey,
     api_key_issue,
@@ -295,3 +303,20 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
             current = Membership.objects.filter(pk=obj.pk).values_list("role", flat=True).first()
             if current is not None and not own.at_least(Role(current)):
                 raise Forbidden(f"a {own.label.lower()} cannot change an {current}'s role")
+
+
+@admin.register(OrgAuditEvent)
+class OrgAuditEventAdmin(OrgScopedAdmin[OrgAuditEvent]):
+    """The org's audit log of administrative acts made through the API or commands
+    (approver keys registered, rotated, revoked). Nobody edits it."""
+
+    list_display = ["at", "org", "kind", "summary", "via", "user", "api_key"]
+    list_filter = [OrgFilter, "kind", "via"]
+    search_fields = ["summary", "kind"]
+    readonly_fields = ["at", "org", "kind", "summary", "detail", "via", "user", "api_key"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: OrgAuditEvent | None = None) -> bool:
+        return False

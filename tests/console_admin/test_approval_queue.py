@@ -1,0 +1,58 @@
+"""The approval queue in the console: the path the SDK prints, what a pending approval
+waits for, its display context and history, and the org's audit log of key changes."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from django.test import Client
+
+from apps.approvals.services import approval_open, approver_key_register
+from tests.approvals.conftest import Approver, suspended_receipt
+from tests.console_admin.test_console_admin import member
+from tests.receipts.factories import Agent
+
+
+def test_the_path_the_sdk_prints_leads_to_the_pending_approval_queue(cast) -> None:
+    anonymous = Client().get("/approvals")
+    assert anonymous.status_code == HTTPStatus.FOUND
+    assert anonymous["Location"] == "/admin/approvals/approval/?status__exact=pending"
+    queue = member("viewer").get(anonymous["Location"])
+    assert queue.status_code == HTTPStatus.OK
+    assert "Select approval to view" in queue.content.decode()
+
+
+def test_a_pending_approval_without_approver_keys_shows_it_waits_for_them(cast) -> None:
+    content = suspended_receipt(Agent())["content"]
+    approval = approval_open(
+        org=cast.acme,
+        action_hash=content["action_hash"],
+        suspended_content=content,
+        threshold=2,
+        matched_conditions=[{"field": "verb", "op": "eq", "value": "payment"}],
+        scope="payments",
+    ).approval
+    html = member("viewer").get("/admin/approvals/approval/?status__exact=pending").content.decode()
+    assert "approver keys (0 eligible, 2 needed)" in html
+    detail = member("viewer").get(f"/admin/approvals/approval/{approval.pk}/change/")
+    text = detail.content.decode()
+    assert "not frozen yet" in text
+    assert "matched_conditions" in text
+    assert "payments" in text
+
+
+def test_an_approval_opened_by_its_hash_before_the_push_waits_for_the_receipt(cast) -> None:
+    approval_open(org=cast.acme, action_hash="cd" * 32)
+    html = member("viewer").get("/admin/approvals/approval/").content.decode()
+    assert "the suspended receipt (opened by its hash; not pushed yet)" in html
+
+
+def test_a_rotation_through_the_api_shows_in_the_orgs_audit_log(cast) -> None:
+    first, second = Approver("old"), Approver("new")
+    approver_key_register(org=cast.acme, public_key=first.public, key_id="desk", via="api")
+    approver_key_register(org=cast.acme, public_key=second.public, key_id="desk", via="api")
+    html = member("viewer").get("/admin/tenancy/orgauditevent/").content.decode()
+    assert "approver key desk rotated" in html
+    assert "approver key desk registered" in html
+    # Nobody edits it.
+    assert member("owner").get("/admin/tenancy/orgauditevent/add/").status_code == 403
