@@ -8,6 +8,7 @@ network request from its scripts, so what is pasted into it cannot leave the bro
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 
@@ -16,9 +17,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.approvals.models import Approval, ApproverKey
+from apps.approvals.models import Approval, ApprovalStatus, ApproverKey, VoteDecision
+from apps.approvals.services import approval_roster
 from apps.common.errors import DomainError
 from apps.console.services import (
     APPROVAL_ID_PREFIX,
@@ -79,11 +82,11 @@ def _resolve(request: HttpRequest, ref: str) -> tuple[Approval | None, str]:
     return None, "token"
 
 
-def _votes(approval: Approval) -> list[dict[str, Any]]:
+def _votes(approval: Approval, roster: list[str]) -> list[dict[str, Any]]:
     labels = dict(
-        ApproverKey.objects.filter(
-            org_id=approval.org_id, public_key__in=approval.roster
-        ).values_list("public_key", "key_id")
+        ApproverKey.objects.filter(org_id=approval.org_id, public_key__in=roster).values_list(
+            "public_key", "key_id"
+        )
     )
     return [
         {
@@ -98,7 +101,12 @@ def _votes(approval: Approval) -> list[dict[str, Any]]:
 
 
 def approval_state(approval: Approval) -> dict[str, Any]:
-    """What the page shows and signs; ``suspended_content`` is the stored JSON text."""
+    """What the page shows and signs; ``suspended_content`` is the stored JSON text.
+
+    ``roster`` is the one a quorum leg signs over: frozen at the first vote, until then the
+    one that vote would freeze (server.md §6).
+    """
+    roster = approval_roster(approval)
     return {
         "approval_id": approval.approval_id,
         "action_hash": approval.action_hash,
@@ -107,14 +115,48 @@ def approval_state(approval: Approval) -> dict[str, Any]:
         "threshold": approval.threshold,
         "lane": approval.lane,
         "approved_count": approval.approved_count,
-        "roster": approval.roster,
+        "roster": roster,
         "rule_id": approval.rule_id,
         "workflow": approval.workflow,
         "account": approval.account,
         "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
         "resolved_at": approval.resolved_at.isoformat() if approval.resolved_at else None,
-        "votes": _votes(approval),
+        "votes": _votes(approval, roster),
         "suspended_content": approval.suspended_content,
+    }
+
+
+def _takes_votes(approval: Approval, now: datetime) -> bool:
+    """Pending and not past its signed expiry. Past it, votes are refused whatever
+    ``on_timeout`` says (server.md §6), even while an escalated approval stays pending."""
+    if approval.status != ApprovalStatus.PENDING:
+        return False
+    return approval.expires_at is None or now <= approval.expires_at
+
+
+def approval_outcome(approval: Approval) -> dict[str, Any]:
+    """What the page shows of an approval that takes no more votes: its outcome only.
+
+    Nothing of the action: not its content, nor the rule, workflow or account it came
+    with, nor its ``action_hash`` (a hash of a guessable content would confirm a guess).
+    """
+    return {
+        "approval_id": approval.approval_id,
+        # A pending approval past its expiry is shown as what it is to a voter: expired.
+        "state": (
+            ApprovalStatus.EXPIRED.value
+            if approval.status == ApprovalStatus.PENDING
+            else approval.status
+        ),
+        "status": approval.status,
+        "flag": approval.flag,
+        "decided_at": approval.resolved_at.isoformat() if approval.resolved_at else None,
+        "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+        "threshold": approval.threshold,
+        "lane": approval.lane,
+        "eligible": len(approval_roster(approval)),
+        "approved_count": approval.approved_count,
+        "rejected_count": approval.votes.filter(decision=VoteDecision.REJECTED).count(),
     }
 
 
@@ -127,6 +169,11 @@ def approval_page(request: HttpRequest, ref: str) -> HttpResponse:
         response = _approver_page(request, "console/approval_missing.html", {})
         response.status_code = HTTPStatus.NOT_FOUND
         return response
+    if not _takes_votes(approval, timezone.now()):
+        # Settled or expired: the outcome only, no action content and no vote form.
+        return _approver_page(
+            request, "console/approval.html", {"outcome": approval_outcome(approval)}
+        )
     page = {
         **approval_state(approval),
         "mode": mode,

@@ -1,5 +1,6 @@
-"""The approver page: byte equality with the Python token and co-sign builders, and real
-approvals voted from Chromium with a browser-held, non-extractable key."""
+"""The approver page: byte equality with the Python token and co-sign builders, real
+approvals voted from Chromium with a browser-held, non-extractable key, and a settled or
+expired approval shown as its outcome alone (no action content, no vote form)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import secrets
 import struct
 import time
+from datetime import datetime, timedelta
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -16,12 +18,14 @@ from typing import Any
 import orjson
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from apps.approvals.models import Approval, ApprovalStatus
 from apps.approvals.services import (
     approval_assembly,
     approval_get,
     approval_open,
+    approval_roster,
     approval_vote,
     approver_key_register,
 )
@@ -100,16 +104,38 @@ def browser_key(page: Any) -> str:
     return public
 
 
-def suspended_receipt(agent: Agent, **fields: Any) -> dict[str, Any]:
+RULE = "payment.large.requires_approval"
+
+
+def suspended_receipt(
+    agent: Agent, *, suspension: dict[str, Any] | None = None, **fields: Any
+) -> dict[str, Any]:
     content = agent.content()
     content["action"]["fields"] = {"amount_minor": 125_000, "payee": "ACME GmbH", **fields}
     content["policy"] = {
-        "rule_id": "payment.large.requires_approval",
+        "rule_id": RULE,
         "rule_display": "When any agent performs payment over 1000, then require approval.",
         "matched_conditions": [{"field": "amount_minor", "op": "gt", "value": 100_000}],
         "decision_path": "require_approval",
     }
+    if suspension is not None:
+        content["suspension"] = suspension
     return agent.sign(content)
+
+
+def signed_timing(expires_at: datetime, on_timeout: str) -> dict[str, Any]:
+    """A suspension block whose signed approval terms expire at ``expires_at``."""
+    return {
+        "resume_token_hash": "ab" * 32,
+        "context_ref": {"scheme": "none", "key": "k", "hash": "cd" * 32},
+        "policy": {"policy_id": "pol_" + "0" * 24, "policy_hash": "0" * 64, "rule": RULE},
+        "approval": {
+            "sla": "PT1H",
+            "expires_at": expires_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "on_timeout": on_timeout,
+            "approver_pubkeys": [],
+        },
+    }
 
 
 def stored_content(receipt: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +145,9 @@ def stored_content(receipt: dict[str, Any]) -> dict[str, Any]:
     return content
 
 
-def open_with_token(cast: Any, receipt: dict[str, Any], threshold: int = 1) -> tuple[str, str]:
+def open_with_token(
+    cast: Any, receipt: dict[str, Any], threshold: int = 1, expires_at: datetime | None = None
+) -> tuple[str, str]:
     """Open an approval as the team-path ``POST /v1/approvals`` does: a one-time token."""
     token = secrets.token_urlsafe(32)
     opened = approval_open(
@@ -127,6 +155,7 @@ def open_with_token(cast: Any, receipt: dict[str, Any], threshold: int = 1) -> t
         action_hash=receipt["content"]["action_hash"],
         threshold=threshold,
         suspended_content=stored_content(receipt),
+        expires_at=expires_at,
         access_token_digest=access_token_digest(token),
     )
     return token, opened.approval.action_hash
@@ -148,6 +177,11 @@ def test_a_team_path_approval_is_approved_from_the_browser(cast, key_page, live_
     key_page.click("#approve")
     key_page.wait_for_selector("#vote-result[data-outcome='recorded']")
     assert key_page.inner_text("#status") == "approved"
+    # The vote settled it: from now on the page shows the outcome only.
+    key_page.wait_for_selector("#outcome[data-state='approved']")
+    assert_only_the_outcome(key_page.content(), receipt)
+    assert "1 of 1 (single lane)" in key_page.inner_text("#outcome")
+    assert "Your approval was recorded." in key_page.inner_text("main")
 
     approval = approval_get(org=cast.acme, action_hash=action_hash)
     assert approval.status == ApprovalStatus.APPROVED
@@ -159,12 +193,15 @@ def test_a_team_path_approval_is_approved_from_the_browser(cast, key_page, live_
 def test_a_rejection_from_the_browser_rejects(cast, key_page, live_server) -> None:
     public = browser_key(key_page)
     approver_key_register(org=cast.acme, public_key=public, key_id="browser")
-    token, action_hash = open_with_token(cast, suspended_receipt(Agent()))
+    receipt = suspended_receipt(Agent())
+    token, action_hash = open_with_token(cast, receipt)
     key_page.goto(f"{live_server.url}/approve/{token}")
     key_page.wait_for_selector("body[data-ready='yes']")
     key_page.click("#reject")
     key_page.wait_for_selector("#vote-result[data-outcome='recorded']")
     assert approval_get(org=cast.acme, action_hash=action_hash).status == ApprovalStatus.REJECTED
+    key_page.wait_for_selector("#outcome[data-state='rejected']")
+    assert_only_the_outcome(key_page.content(), receipt)
 
 
 def test_a_key_not_on_the_roster_cannot_vote(cast, key_page, live_server) -> None:
@@ -202,7 +239,7 @@ def test_a_key_scoped_quorum_is_completed_from_the_console_and_assembles(
     approval = approval_open(
         org=cast.acme, action_hash=action_hash, threshold=2, suspended_content=content
     ).approval
-    record, co_sig = alice.leg(content, threshold=2, roster=approval.roster)
+    record, co_sig = alice.leg(content, threshold=2, roster=approval_roster(approval))
     approval_vote(
         org=cast.acme,
         action_hash=action_hash,
@@ -266,6 +303,176 @@ def test_a_single_lane_console_vote_carries_a_leg_that_assembles(
     )
     verdict = verify_receipt(json.dumps(l1))
     assert (verdict.kind, verdict.trust_level) == ("Valid", "L1")
+
+
+# --- Settled and expired approvals: the outcome only ----------------------------------------
+
+
+def action_texts(receipt: dict[str, Any]) -> list[str]:
+    """What of the suspended action a page could show: none of it may appear once closed."""
+    content = receipt["content"]
+    action = content["action"]
+    return [
+        # The string values (a number could match a timestamp's digits) and the field names
+        # that cannot occur on the page otherwise.
+        *(value for value in action["fields"].values() if isinstance(value, str)),
+        "amount_minor",
+        "payee",
+        action["tool_name"],
+        action["target_host"],
+        action["workflow"],
+        action["account"],
+        content["policy"]["rule_id"],
+        content["policy"]["rule_display"],
+        content["agent_identity"],
+        content["action_hash"],
+        "approval-data",
+        "suspended_content",
+    ]
+
+
+def assert_only_the_outcome(html: str, receipt: dict[str, Any]) -> None:
+    shown = [text for text in action_texts(receipt) if text in html]
+    assert shown == []
+    for control in ('id="approve"', 'id="reject"', 'id="reason"', 'id="key-panel"'):
+        assert control not in html
+
+
+def decided_by_alice(cast: Any, decision: str) -> tuple[str, dict[str, Any]]:
+    """A team-path approval (its page token, its receipt) that alice settled with
+    ``decision`` through the service, as the API would."""
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    receipt = suspended_receipt(Agent(), note="wire to supplier")
+    token, action_hash = open_with_token(cast, receipt)
+    content = stored_content(receipt)
+    approval_vote(
+        org=cast.acme,
+        action_hash=action_hash,
+        token=base64.b64decode(alice.token(content, scope=RULE, decision=decision)),
+        action_content=content,
+    )
+    assert approval_get(org=cast.acme, action_hash=action_hash).status == decision
+    return token, receipt
+
+
+@pytest.mark.parametrize("decision", ["approved", "rejected"])
+def test_a_settled_approval_page_shows_only_its_outcome(cast, decision) -> None:
+    token, receipt = decided_by_alice(cast, decision)
+    approval = approval_get(org=cast.acme, action_hash=receipt["content"]["action_hash"])
+    response = Client().get(f"/approve/{token}")
+    assert response.status_code == HTTPStatus.OK
+    assert response["Cache-Control"] == "no-store"
+    assert "connect-src 'self'" in response["Content-Security-Policy"]
+    html = response.content.decode()
+    assert_only_the_outcome(html, receipt)
+    assert "approver.js" not in html
+    assert f'<section id="outcome" data-state="{decision}">' in html
+    assert approval.resolved_at is not None
+    assert approval.resolved_at.isoformat() in html  # when it was decided
+    assert "1 of 1 (single lane)" in html
+    approvals, rejections = (1, 0) if decision == "approved" else (0, 1)
+    assert f'<th>approvals</th><td class="mono">{approvals}</td>' in html
+    assert f'<th>rejections</th><td class="mono">{rejections}</td>' in html
+
+
+def test_an_expired_approval_page_shows_only_its_outcome(cast) -> None:
+    receipt = suspended_receipt(Agent(), note="wire to supplier")
+    past = timezone.now() - timedelta(minutes=5)
+    token, action_hash = open_with_token(cast, receipt, expires_at=past)
+    response = Client().get(f"/approve/{token}")
+    assert response.status_code == HTTPStatus.OK
+    html = response.content.decode()
+    assert_only_the_outcome(html, receipt)
+    assert '<section id="outcome" data-state="expired">' in html
+    assert past.isoformat() in html
+    assert "without a decision" in html
+    assert approval_get(org=cast.acme, action_hash=action_hash).status == ApprovalStatus.EXPIRED
+
+
+def test_an_escalated_approval_past_its_expiry_shows_only_its_outcome(cast) -> None:
+    """on_timeout escalate keeps it pending (flagged), but it takes no more votes."""
+    past = timezone.now() - timedelta(minutes=5)
+    receipt = suspended_receipt(
+        Agent(), suspension=signed_timing(past, "escalate"), note="wire to supplier"
+    )
+    token, action_hash = open_with_token(cast, receipt)
+    response = Client().get(f"/approve/{token}")
+    html = response.content.decode()
+    assert_only_the_outcome(html, receipt)
+    assert '<section id="outcome" data-state="expired">' in html
+    assert "pending (escalated)" in html
+    approval = approval_get(org=cast.acme, action_hash=action_hash)
+    assert (approval.status, approval.flag) == (ApprovalStatus.PENDING, "escalated")
+
+
+def test_a_pending_approval_page_still_shows_the_action(cast) -> None:
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    future = timezone.now() + timedelta(hours=1)
+    receipt = suspended_receipt(
+        Agent(), suspension=signed_timing(future, "deny"), note="wire to supplier"
+    )
+    token, _ = open_with_token(cast, receipt)
+    html = Client().get(f"/approve/{token}").content.decode()
+    assert 'id="outcome"' not in html
+    for control in ('id="approve"', 'id="reject"', "approval-data", "approver.js"):
+        assert control in html
+    data = json.loads(html.split('id="approval-data" type="application/json">')[1].split("<")[0])
+    assert data["status"] == "pending"
+    assert json.loads(data["suspended_content"]) == stored_content(receipt)
+    assert data["roster"] == [alice.public]  # the roster the first vote would freeze
+
+
+def watch_errors(page: Any) -> list[str]:
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors
+
+
+def test_the_browser_shows_a_settled_approval_as_its_outcome_only(cast, page, live_server) -> None:
+    errors = watch_errors(page)
+    token, receipt = decided_by_alice(cast, "approved")
+    page.goto(f"{live_server.url}/approve/{token}")
+    page.wait_for_selector("#outcome[data-state='approved']")
+    assert page.inner_text("#status") == "approved"
+    assert_only_the_outcome(page.content(), receipt)
+    assert "settled" in page.inner_text("main")
+    assert page.locator("button").count() == 0
+    assert errors == []
+
+
+def test_the_browser_shows_an_expired_approval_as_its_outcome_only(cast, page, live_server) -> None:
+    errors = watch_errors(page)
+    receipt = suspended_receipt(Agent(), note="wire to supplier")
+    token, _ = open_with_token(cast, receipt, expires_at=timezone.now() - timedelta(minutes=1))
+    page.goto(f"{live_server.url}/approve/{token}")
+    page.wait_for_selector("#outcome[data-state='expired']")
+    assert page.inner_text("#status") == "expired"
+    assert_only_the_outcome(page.content(), receipt)
+    assert page.locator("button").count() == 0
+    assert errors == []
+
+
+def test_the_browser_shows_a_pending_approval_with_its_action(cast, key_page, live_server) -> None:
+    errors = watch_errors(key_page)
+    public = browser_key(key_page)
+    approver_key_register(org=cast.acme, public_key=public, key_id="browser")
+    receipt = suspended_receipt(Agent(), note="wire to supplier")
+    token, _ = open_with_token(cast, receipt, expires_at=timezone.now() + timedelta(hours=1))
+    key_page.goto(f"{live_server.url}/approve/{token}")
+    key_page.wait_for_selector("body[data-ready='yes']")
+    assert key_page.inner_text("#status") == "pending"
+    assert key_page.locator("#outcome").count() == 0
+    fields = json.loads(key_page.inner_text("#fields"))
+    assert fields == receipt["content"]["action"]["fields"]
+    action = key_page.inner_text("#action")
+    for text in ("ops/nightly", "org/unit", "api.example.com", receipt["content"]["action_hash"]):
+        assert text in action
+    assert RULE in key_page.inner_text("#policy")
+    assert key_page.is_enabled("#approve")
+    assert key_page.is_enabled("#reject")
+    assert errors == []
 
 
 # --- Links and their authorization (Django test client; no browser) -----------------------

@@ -2,8 +2,9 @@
 
 Every receipt-level public vector runs through the page's JavaScript in Chromium and must
 agree with the reference the way tests/receipts/verifier/test_vectors.py requires (the
-deliberate server.md §1 deviations come out Malformed at decode), and a chain window
-exported from a real mirrored chain verifies while a tampered one fails.
+deliberate server.md §1 deviations come out Malformed at decode), lifecycle receipts follow
+server.md §1 (derived L0 offline, a differing claim reported, never refused), and a chain
+window exported from a real mirrored chain verifies while a tampered one fails.
 """
 
 from __future__ import annotations
@@ -19,12 +20,36 @@ import pytest
 from blake3 import blake3
 from nacl.signing import SigningKey
 
-from apps.receipts.verifier import verify_ed25519
-from tests.receipts.factories import Agent
-from tests.receipts.verifier.test_vectors import ASN1_DETAIL, DELIBERATE, LIFECYCLE_STRICTER
+from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
+from apps.receipts.verifier import canonicalize, verify_ed25519
+from tests.receipts.factories import Agent, canonical_bytes, seal, signature_entry
+from tests.receipts.verifier.test_vectors import ASN1_DETAIL, DELIBERATE
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "vectors"
 RECEIPT_FILES = ("receipts_valid", "receipts_invalid", "decoding_quirks", "ed25519_edge")
+
+# server.md §1, written out (not taken from the Python verifier, which is checked separately):
+# lifecycle kinds are held to the suite tags, and their level is derived, L0 offline for
+# every kind, with a differing claim reported as claimed_trust_level, never refused.
+LIFECYCLE_SERVER_RULES: dict[str, dict[str, str]] = {
+    "suspended_wrong_alg_not_checked": {"kind": "WrongAlgorithm", "detail": "bogus"},
+    "suspended_v1_version_not_checked": {
+        "kind": "Unsupported",
+        "detail": "action_version `heso-action/1.0` (this verifier supports `heso-action/2.0`)"
+        " (a retired v1 receipt — re-verify it with a v1 verifier)",
+    },
+    "suspended_claims_L1_not_checked": {
+        "kind": "Valid",
+        "trust_level": "L0",
+        "claimed_trust_level": "L1",
+    },
+}
+VERDICT_MEMBERS = ("kind", "trust_level", "claimed_trust_level", "detail", "time_status")
+
+# receipts.md §12: the signing domain of each lifecycle kind.
+SUSPEND_DOMAIN = b"heso-action-suspend/v1\x00"
+DECISION_DOMAIN = b"heso-action-decision/v1\x00"
+ACTION_DOMAIN = b"heso-action/v1\x00"
 
 
 def vector_cases(name: str, op: str | None = None) -> list[dict[str, Any]]:
@@ -97,17 +122,116 @@ def test_every_receipt_vector_agrees_with_the_reference(verifier) -> None:
     assert verifier.requests == []
 
 
+def expected_lifecycle_verdict(case: dict[str, Any]) -> dict[str, str | None]:
+    """The verdict server.md §1 gives a lifecycle vector: the reference's, except where §1
+    decides otherwise; a Valid one is L0 (the reference echoes the claim)."""
+    expected = dict(LIFECYCLE_SERVER_RULES.get(case["name"], case["expected"]["verdict"]))
+    expected["time_status"] = "NoTrustedTime"
+    if expected["kind"] == "Valid":
+        expected["trust_level"] = "L0"
+    return {name: expected.get(name) for name in VERDICT_MEMBERS}
+
+
 def test_lifecycle_vectors_agree_with_the_reference_and_the_server_rules(verifier) -> None:
     cases = vector_cases("lifecycle")
     verdicts = in_browser(verifier, "mirrorVerify", [c["inputs"]["receipt_json"] for c in cases])
-    for case, verdict in zip(cases, verdicts, strict=True):
-        expected = LIFECYCLE_STRICTER.get(case["name"], case["expected"]["verdict"])
-        assert verdict["kind"] == expected["kind"], case["name"]
-        if "detail" in expected:
-            assert verdict.get("detail") == expected["detail"], case["name"]
-        if verdict["kind"] == "Valid":
-            assert verdict["trust_level"] == "L0", case["name"]
+    got = {
+        case["name"]: {name: verdict.get(name) for name in VERDICT_MEMBERS}
+        for case, verdict in zip(cases, verdicts, strict=True)
+    }
+    assert got == {case["name"]: expected_lifecycle_verdict(case) for case in cases}
+    assert got["suspended_claims_L1_not_checked"] == {
+        "kind": "Valid",
+        "trust_level": "L0",
+        "claimed_trust_level": "L1",
+        "detail": None,
+        "time_status": "NoTrustedTime",
+    }
     assert len(cases) == 25
+
+
+def lifecycle_receipt(
+    kind: str, signer: SigningKey, *, claim: str = "L1", rotation_role: str | None = None
+) -> dict[str, Any]:
+    """A valid ``kind`` link claiming ``claim``, signed by ``signer`` under its kind's domain."""
+    content = Agent().content(kind=kind, trust_level=claim)
+    if rotation_role is not None:
+        content["key_rotation"] = {
+            "role": rotation_role,
+            "outgoing_public_key": base64.b64encode(bytes(32)).decode(),
+            "incoming_public_key": base64.b64encode(bytes(signer.verify_key)).decode(),
+        }
+    decision = kind in ("approved", "denied", "expired", "escalated") or rotation_role == "decision"
+    domain = (
+        DECISION_DOMAIN if decision else SUSPEND_DOMAIN if kind == "suspended" else ACTION_DOMAIN
+    )
+    sealed = seal(content)
+    role = "approver" if decision else "operator"
+    return {
+        "alg": "heso-action/v2+ed25519",
+        "content": sealed,
+        "signatures": [signature_entry(signer, role, domain + canonical_bytes(sealed))],
+    }
+
+
+LIFECYCLE_LINKS = [
+    ("suspended", None),
+    ("approved", None),
+    ("denied", None),
+    ("expired", None),
+    ("escalated", None),
+    ("completed", None),
+    ("key_rotation", "producer"),
+    ("key_rotation", "decision"),
+]
+
+
+def test_a_lifecycle_link_of_any_kind_claiming_l1_is_valid_l0_with_the_claim_reported(
+    verifier,
+) -> None:
+    signer = SigningKey.generate()
+    claimed = [
+        json.dumps(lifecycle_receipt(k, signer, rotation_role=r)) for k, r in LIFECYCLE_LINKS
+    ]
+    honest = [
+        json.dumps(lifecycle_receipt(k, signer, claim="L0", rotation_role=r))
+        for k, r in LIFECYCLE_LINKS
+    ]
+    got = in_browser(verifier, "mirrorVerify", claimed + honest)
+    shown = [{name: verdict.get(name) for name in VERDICT_MEMBERS} for verdict in got]
+    valid = {"kind": "Valid", "trust_level": "L0", "detail": None, "time_status": "NoTrustedTime"}
+    assert shown[: len(claimed)] == [{**valid, "claimed_trust_level": "L1"}] * len(claimed)
+    assert shown[len(claimed) :] == [{**valid, "claimed_trust_level": None}] * len(honest)
+    kinds = [verdict["receipt_kind"] for verdict in got[: len(claimed)]]
+    assert kinds == [kind for kind, _ in LIFECYCLE_LINKS]
+
+
+def test_an_action_receipt_claiming_an_unbacked_l1_is_still_refused(verifier) -> None:
+    """The §1 lifecycle rule does not reach kind ``action``: its level must be backed."""
+    receipt = json.dumps(Agent().receipt(trust_level="L1"))
+    (verdict,) = in_browser(verifier, "mirrorVerify", [receipt])
+    assert verdict["kind"] == "TrustLevelMismatch"
+    assert verdict["detail"] == "embedded=L1 derived=L0"
+    assert "trust_level" not in verdict
+    assert "claimed_trust_level" not in verdict
+
+
+def test_the_page_shows_a_claimed_level_as_a_claim(verifier) -> None:
+    (case,) = [
+        c for c in vector_cases("lifecycle") if c["name"] == "suspended_claims_L1_not_checked"
+    ]
+    verifier.fill("#input", case["inputs"]["receipt_json"])
+    verifier.click("#verify")
+    verifier.wait_for_selector("#result[data-summary='Valid']")
+    assert verifier.inner_text("#result .pill") == "L0 (claimed L1)"
+    shown = verifier.inner_text("#result")
+    assert "L1 is claimed, not derived" in shown
+    assert "TrustLevelMismatch" not in shown
+    verifier.fill("#input", json.dumps(Agent().receipt()))
+    verifier.click("#verify")
+    verifier.wait_for_selector("#result[data-summary='Valid'] .pill:text-is('L0')")
+    assert "claimed" not in verifier.inner_text("#result")
+    assert verifier.requests == []
 
 
 def test_canonical_bytes_and_action_hashes_agree_with_the_reference(verifier) -> None:
@@ -271,6 +395,80 @@ def test_a_rewritten_head_or_reordered_link_is_reported(verifier, exported_windo
     result = verify_window(verifier, {**exported_window, "entries": entries})
     assert result["kind"] == "ChainBroken"
     assert any("entries are missing" in p for p in result["problems"])
+
+
+def mirrored_window(links: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
+    """A chain window as GET /v1/audit/chain exports it (server.md §3), built here from
+    (receipt, stored trust_level) pairs, so that the stored level can be any the mirror
+    may derive (server.md §1: L1 for a decision signed by a registered approver key)."""
+    entries = []
+    prev = EMPTY_CHAIN_HEAD
+    for seq, (receipt, level) in enumerate(links, start=1):
+        stored = canonicalize(receipt).decode()
+        digest = receipt_digest(stored)
+        action_hash = receipt["content"]["action_hash"]
+        link = chain_hash(
+            prev_chain_hash=prev, seq=seq, action_hash=action_hash, receipt_digest_hex=digest
+        )
+        entries.append(
+            {
+                "seq": seq,
+                "action_hash": action_hash,
+                "kind": receipt["content"].get("kind", "action"),
+                "trust_level": level,
+                "receipt_digest": digest,
+                "supersedes_action_hash": None,
+                "superseded_by": None,
+                "prev_chain_hash": prev,
+                "chain_hash": link,
+                "received_at": "2026-11-20T10:00:00Z",
+                "receipt": stored,
+            }
+        )
+        prev = link
+    return {"head": prev, "size": len(entries), "entries": entries[::-1]}
+
+
+def test_a_window_accepts_the_mirrors_l1_for_a_decision_link_and_says_why(verifier) -> None:
+    approver = SigningKey.generate()
+    window = mirrored_window(
+        [
+            (Agent().receipt(), "L0"),
+            (lifecycle_receipt("suspended", SigningKey.generate(), claim="L0"), "L0"),
+            (lifecycle_receipt("approved", approver), "L1"),
+            (lifecycle_receipt("denied", approver, claim="L0"), "L0"),
+        ]
+    )
+    result = verify_window(verifier, window)
+    assert result["problems"] == []
+    assert result["kind"] == "ChainValid"
+    notes = {entry["seq"]: entry["notes"] for entry in result["entries"]}
+    assert notes[1] == notes[2] == notes[4] == []
+    assert len(notes[3]) == 1
+    assert "registered approver keys" in notes[3][0]
+    approved = result["entries"][2]["verdict"]
+    assert (approved["trust_level"], approved["claimed_trust_level"]) == ("L0", "L1")
+    verifier.fill("#input", json.dumps(window))
+    verifier.click("#verify")
+    verifier.wait_for_selector("#result[data-summary='ChainValid']")
+    assert "registered approver keys" in verifier.inner_text("#result")
+    assert verifier.requests == []
+
+
+def test_a_window_refuses_l1_for_a_link_that_needs_no_decision_authority(verifier) -> None:
+    signer = SigningKey.generate()
+    window = mirrored_window(
+        [
+            (lifecycle_receipt("suspended", signer), "L1"),
+            (lifecycle_receipt("completed", signer, claim="L0"), "L1"),
+            (lifecycle_receipt("key_rotation", signer, rotation_role="producer"), "L1"),
+        ]
+    )
+    result = verify_window(verifier, window)
+    assert result["kind"] == "ChainBroken"
+    assert result["problems"] == [
+        f"seq {seq}: trust_level L1 but the receipt derives L0" for seq in (1, 2, 3)
+    ]
 
 
 def test_the_page_verifies_pasted_text_and_jsonl_without_any_request(verifier) -> None:

@@ -11,6 +11,10 @@
  *
  * Every byte is built by receipt-core.js, the same code the verifier page runs. Exposed for
  * tests: window.mirrorApprover.{publicKey, tokenMessageHex, l1PayloadHex, quorumPayloadHex}.
+ *
+ * The server sends the action only while the approval takes votes; a settled or expired one
+ * is rendered as its outcome alone (approval.html). When a vote settles it, this page turns
+ * into that same outcome view.
  */
 (function () {
   "use strict";
@@ -158,8 +162,54 @@
     }
   }
 
+  /** The settled approval's outcome, as approval.html renders it: nothing of the action. */
+  function renderOutcome() {
+    const page = state.page;
+    if ($("outcome")) return;
+    // Forget the action: nothing of it stays on the page or in its state.
+    state.content = null;
+    state.canonical = null;
+    page.suspended_content = "";
+    for (const id of ["approval-data", "integrity", "action-details", "voting"]) {
+      if ($(id)) $(id).remove();
+    }
+    $("heading").textContent = "Approval";
+    $("status").textContent = page.status;
+    $("status").className = `pill status-${page.status}`;
+    document.title = `Approval ${page.status} — Receipt mirror`;
+    document.body.dataset.status = page.status;
+    document.body.dataset.ready = "no";
+    const note = document.createElement("p");
+    note.id = "closed";
+    note.className = "note";
+    note.textContent =
+      `This approval is settled: it was ${page.status}. ` +
+      "It takes no more votes, and the action it was about is no longer shown here.";
+    const section = document.createElement("section");
+    section.id = "outcome";
+    section.dataset.state = page.status;
+    const heading = document.createElement("h2");
+    heading.textContent = "Outcome";
+    const table = document.createElement("table");
+    section.append(heading, table);
+    fillRows(table, [
+      ["approval", page.approval_id],
+      ["status", page.status + (page.flag ? ` (${page.flag})` : "")],
+      ["decided at", page.resolved_at],
+      ["expires at", page.expires_at],
+      ["threshold", `${page.threshold} of ${page.roster.length} (${page.lane} lane)`],
+      ["approvals", String(page.approved_count)],
+      ["rejections", String(page.votes.filter((v) => v.decision === "rejected").length)],
+    ]);
+    $("status").closest("h1").after(note, section);
+  }
+
   function renderApproval() {
     const page = state.page;
+    if (page.status !== "pending") {
+      renderOutcome();
+      return;
+    }
     const content = state.content;
     $("status").textContent = page.status + (page.flag ? ` (${page.flag})` : "");
     $("status").className = `pill status-${page.status}`;

@@ -801,6 +801,11 @@
     const verdict = { kind: "Valid", time_status: "NoTrustedTime", stage: "verify" };
     try {
       verdict.trust_level = await verifyDecoded(receipt);
+      // Only a lifecycle kind can get here with a claim unlike the derived level (server.md
+      // §1): the claim is reported as such, never echoed and never refused.
+      if (envelope.content.trust_level !== verdict.trust_level) {
+        verdict.claimed_trust_level = envelope.content.trust_level;
+      }
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
       verdict.kind = error.kind;
@@ -984,6 +989,11 @@
     return [DOMAIN_ACTION, false];
   }
 
+  /** A lifecycle kind the mirror may derive L1 for (server.md §1). */
+  function needsDecisionAuthority(content) {
+    return (content.kind || "action") !== "action" && lifecycleDomain(content)[1];
+  }
+
   function kindLabel(kind) {
     return kind
       .split("_")
@@ -1032,7 +1042,8 @@
         }
       }
     }
-    if (content.trust_level !== "L0") throw new Refusal("TrustLevelMismatch", `embedded=${content.trust_level} derived=L0`);
+    // server.md §1: offline (no org, hence no registered approver keys) every lifecycle kind
+    // derives L0; a differing claim is reported by verifyReceiptValue, not refused.
     return "L0";
   }
 
@@ -1146,9 +1157,10 @@
     let previous = null;
     for (const entry of entries) {
       const found = [];
+      const notes = [];
       const seq = entry.seq;
       if (!Number.isSafeInteger(seq) || seq < 1) {
-        results.push({ seq: seq, ok: false, problems: ["seq is not a positive integer"] });
+        results.push({ seq: seq, ok: false, problems: ["seq is not a positive integer"], notes: [] });
         problems.push(`seq ${seq}: seq is not a positive integer`);
         previous = null;
         continue;
@@ -1161,8 +1173,14 @@
         if (verdict.kind !== "Valid") {
           found.push(`receipt does not verify: ${verdict.kind}${verdict.detail ? ": " + verdict.detail : ""}`);
         } else {
-          if (entry.trust_level !== undefined && entry.trust_level !== verdict.trust_level) {
-            found.push(`trust_level ${entry.trust_level} but the receipt derives ${verdict.trust_level}`);
+          const stored = entry.trust_level;
+          if (stored === "L1" && verdict.trust_level === "L0" && needsDecisionAuthority(verdict.receipt.content)) {
+            // server.md §1: the mirror derives L1 for a decision signed by an approver key
+            // registered for the org; that registry is not in the window.
+            notes.push("trust_level L1 is the mirror's: it rests on the org's registered approver keys, " +
+              "which this page cannot see (offline the receipt derives L0)");
+          } else if (stored !== undefined && stored !== verdict.trust_level) {
+            found.push(`trust_level ${stored} but the receipt derives ${verdict.trust_level}`);
           }
           if (jcs(verdict.receipt.envelope) !== entry.receipt) {
             found.push("the stored receipt text is not its canonical (JCS) form");
@@ -1195,6 +1213,7 @@
         seq: seq,
         ok: found.length === 0,
         problems: found,
+        notes: notes,
         verdict: verdict,
         action_hash: entry.action_hash,
         chain_hash: entry.chain_hash,

@@ -15,7 +15,8 @@
 
   function plain(verdict) {
     const shown = { kind: verdict.kind };
-    for (const name of ["trust_level", "detail", "time_status", "stage", "action_hash", "receipt_kind"]) {
+    const names = ["trust_level", "claimed_trust_level", "detail", "time_status", "stage", "action_hash", "receipt_kind"];
+    for (const name of names) {
       if (verdict[name] !== undefined) shown[name] = verdict[name];
     }
     return shown;
@@ -123,13 +124,28 @@
       el("tr", {}, [el("th", {}, [p[0]]), el("td", { class: "mono" }, [String(p[1])])])));
   }
 
+  /** The derived level, with a differing claim shown as a claim: "L0 (claimed L1)". */
+  function levelText(verdict) {
+    if (!verdict || !verdict.trust_level) return null;
+    const claimed = verdict.claimed_trust_level;
+    return claimed ? `${verdict.trust_level} (claimed ${claimed})` : verdict.trust_level;
+  }
+
+  function levelPill(verdict) {
+    const text = levelText(verdict);
+    return text ? [" ", el("span", { class: "pill", "data-level": verdict.trust_level }, [text])] : [];
+  }
+
   function verdictBox(title, verdict) {
     const ok = verdict.kind === "Valid";
+    const claim = verdict.claimed_trust_level
+      ? `${verdict.claimed_trust_level} is claimed, not derived: offline, without the org's approver keys, ` +
+        `every lifecycle receipt derives ${verdict.trust_level} (server.md §1)`
+      : undefined;
     return el("div", { class: "verdict " + (ok ? "ok" : "bad"), "data-kind": verdict.kind }, [
-      el("div", {}, [title ? title + " — " : "", el("span", { class: "kind" }, [verdict.kind]),
-        verdict.trust_level ? " " : "", verdict.trust_level ? el("span", { class: "pill" }, [verdict.trust_level]) : ""]),
-      rows([["detail", verdict.detail], ["action_hash", verdict.action_hash], ["receipt kind", verdict.receipt_kind],
-        ["time status", verdict.time_status]]),
+      el("div", {}, [title ? title + " — " : "", el("span", { class: "kind" }, [verdict.kind]), ...levelPill(verdict)]),
+      rows([["detail", verdict.detail], ["claimed trust level", claim], ["action_hash", verdict.action_hash],
+        ["receipt kind", verdict.receipt_kind], ["time status", verdict.time_status]]),
     ]);
   }
 
@@ -167,10 +183,10 @@
       for (const entry of result.entries.slice().reverse()) {
         out.append(el("div", { class: "verdict " + (entry.ok ? "ok" : "bad") }, [
           el("div", {}, [`seq ${entry.seq} — `, el("span", { class: "kind" }, [entry.ok ? "intact" : "broken"]),
-            entry.verdict && entry.verdict.trust_level ? " " : "",
-            entry.verdict && entry.verdict.trust_level ? el("span", { class: "pill" }, [entry.verdict.trust_level]) : ""]),
+            ...levelPill(entry.verdict)]),
           rows([["action_hash", entry.action_hash], ["chain_hash", entry.chain_hash]]),
           el("ul", {}, entry.problems.map((p) => el("li", {}, [p]))),
+          el("ul", { class: "note" }, (entry.notes || []).map((n) => el("li", {}, [n]))),
         ]));
       }
     }
