@@ -1,7 +1,8 @@
 """gunicorn settings: sync workers, one per core (the service is CPU-bound on verification).
 
 Environment (see .env.example): GUNICORN_BIND, GUNICORN_WORKERS (or WEB_CONCURRENCY;
-default: one per core), GUNICORN_TIMEOUT, GUNICORN_ACCESSLOG, PROMETHEUS_MULTIPROC_DIR.
+default: one per core), GUNICORN_TIMEOUT, GUNICORN_ACCESSLOG, GUNICORN_CONTROL_SOCKET,
+PROMETHEUS_MULTIPROC_DIR.
 
 More than one worker needs REDIS_URL (rate limits are counted in the shared cache); the
 system check mirror.E001 refuses to start otherwise.
@@ -43,6 +44,14 @@ max_requests_jitter = 2_000
 # GUNICORN_ACCESSLOG names a destination ("-" is stdout). When on, it is JSON too; the
 # request id is the one the application answered with (validated), never the raw header.
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
+
+# gunicorn (25.1+) opens a control socket for `gunicornc` by default, under
+# $XDG_RUNTIME_DIR or $HOME/.gunicorn: two instances on one host would claim the same path.
+# Off unless GUNICORN_CONTROL_SOCKET names a path of this instance's own.
+_control_socket_path = os.environ.get("GUNICORN_CONTROL_SOCKET", "").strip()
+control_socket_disable = not _control_socket_path
+if _control_socket_path:
+    control_socket = _control_socket_path
 
 
 class MirrorLogger(Logger):

@@ -1,4 +1,13 @@
-"""Deployment invariants of tenancy, as Django system checks with stable ids."""
+"""Deployment invariants of tenancy, as Django system checks with stable ids.
+
+- ``mirror.E101``: the application's PostgreSQL role is a superuser (row-level security
+  does not apply to it).
+- ``mirror.E102``: the application's role has BYPASSRLS (tenants would not be isolated).
+
+Ids are unique across the project: ``mirror.E0xx``/``W0xx``/``I0xx`` belong to
+``apps.common.checks``, ``mirror.E1xx`` to tenancy (tests/common/test_checks.py keeps them
+apart).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +29,7 @@ def role_problems(*, is_superuser: bool, bypasses_rls: bool, role: str) -> list[
                 "security does not apply to it",
                 hint="Connect DATABASE_URL as an ordinary role; run migrations as the owner "
                 "through MIGRATION_DATABASE_URL (see deploy/postgres-roles.sql).",
-                id="mirror.E001",
+                id="mirror.E101",
             )
         )
     if bypasses_rls:
@@ -28,7 +37,7 @@ def role_problems(*, is_superuser: bool, bypasses_rls: bool, role: str) -> list[
             Error(
                 f"the application role {role!r} has BYPASSRLS: tenants would not be isolated",
                 hint=f"ALTER ROLE {role} NOBYPASSRLS",
-                id="mirror.E002",
+                id="mirror.E102",
             )
         )
     return problems

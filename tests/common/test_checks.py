@@ -83,3 +83,20 @@ class TestMetricsAcrossWorkers:
         settings.METRICS_ENABLED = True
         settings.WEB_WORKERS = 1
         assert checks.metrics_across_workers() == []
+
+
+def test_every_system_check_id_names_exactly_one_check() -> None:
+    """A stable id is documented and searched for: two checks never share one."""
+    import re
+    from collections import Counter
+    from pathlib import Path
+
+    root = Path(__file__).parents[2] / "apps"
+    found = Counter(
+        match
+        for path in root.rglob("*.py")
+        for match in re.findall(r'id="(mirror\.[EWI]\d{3})"', path.read_text())
+    )
+    assert found, "no system check ids found"
+    assert [check_id for check_id, count in found.items() if count > 1] == []
+    assert {"mirror.E001", "mirror.E101", "mirror.E102"} <= set(found)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import re
 import runpy
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -93,6 +96,43 @@ class TestGunicorn:
         config = gunicorn_config(monkeypatch)
         assert config["timeout"] > base.DB_STATEMENT_TIMEOUT_MS / 1000
         assert config["graceful_timeout"] < 30  # TimeoutStopSec and stop_grace_period
+
+    def test_its_control_socket_is_off_unless_a_path_is_named(self, monkeypatch):
+        assert gunicorn_config(monkeypatch)["control_socket_disable"] is True
+        named = gunicorn_config(monkeypatch, GUNICORN_CONTROL_SOCKET="/run/mirror/gunicorn.ctl")
+        assert named["control_socket_disable"] is False
+        assert named["control_socket"] == "/run/mirror/gunicorn.ctl"
+
+    def test_two_instances_on_one_host_claim_no_shared_socket_path(self, tmp_path):
+        """Started with the deploy config and a HOME of its own, gunicorn creates nothing
+        under it (gunicorn's default would be $HOME/.gunicorn/gunicorn.ctl)."""
+        from tests.tenancy.test_rate_limit_servers import _free_port, _wait_until_up
+
+        port = _free_port()
+        env = {
+            **os.environ,
+            "HOME": str(tmp_path),
+            "DJANGO_SETTINGS_MODULE": "config.settings.local",
+            "DEBUG": "false",
+            "DATABASE_URL": f"sqlite:///{tmp_path}/mirror.sqlite3",
+            "GUNICORN_BIND": f"127.0.0.1:{port}",
+            "GUNICORN_WORKERS": "1",
+            "LOG_LEVEL": "WARNING",
+        }
+        env.pop("XDG_RUNTIME_DIR", None)
+        env.pop("MIGRATION_DATABASE_URL", None)
+        env.pop("REDIS_URL", None)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", str(DEPLOY / "gunicorn.conf.py"),
+             "config.wsgi:application"],
+            cwd=DEPLOY.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            _wait_until_up(f"http://127.0.0.1:{port}", server)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        assert not (tmp_path / ".gunicorn").exists()
 
     def test_its_own_access_log_is_json_and_off_by_default(self, monkeypatch):
         import json

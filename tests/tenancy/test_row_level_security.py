@@ -113,7 +113,7 @@ def test_every_table_with_an_org_column_has_row_level_security(db: None) -> None
 
 def test_the_role_check_flags_a_superuser_and_bypassrls() -> None:
     problems = role_problems(is_superuser=True, bypasses_rls=True, role="postgres")
-    assert [problem.id for problem in problems] == ["mirror.E001", "mirror.E002"]
+    assert [problem.id for problem in problems] == ["mirror.E101", "mirror.E102"]
     assert role_problems(is_superuser=False, bypasses_rls=False, role="mirror_app") == []
 
 
@@ -122,7 +122,7 @@ def test_the_role_check_reads_the_connected_role(db: None) -> None:
         cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = session_user")
         (is_superuser,) = cursor.fetchone()
     ids = [problem.id for problem in check_application_role(databases=["default"])]
-    assert ("mirror.E001" in ids) == is_superuser
+    assert ("mirror.E101" in ids) == is_superuser
     if os.environ.get("CI"):
         # CI runs the whole suite through the ordinary application role.
         assert ids == []
