@@ -65,9 +65,10 @@ ACTION_HASH_PARAMETER = path_parameter("action_hash", "The suspended action's ha
             200: ok("ApprovalView", "It existed already: the existing approval."),
             **keyscoped_errors(
                 403,
+                s409=keyscoped_error("A suspend ticket shared by two suspended receipts."),
                 s422=keyscoped_error(
-                    "Not JSON or fails validation, or the threshold is above the roster of "
-                    "active approver keys."
+                    "Not JSON or fails validation. Never for want of approver keys: the roster "
+                    "freezes at the first vote."
                 ),
             ),
         },

@@ -73,6 +73,9 @@ class Approval(models.Model):
     rule_id = models.CharField(max_length=200, blank=True, default="")
     workflow = models.CharField(max_length=200, blank=True, default="")
     account = models.CharField(max_length=200, blank=True, default="")
+    # Operator keys of the suspended receipt's envelope, where the opener had it (nobody
+    # approves their own action, even when the receipt is opened and never mirrored).
+    producer_keys = models.JSONField(default=list, blank=True)
     # Display context from the opener (matched_conditions, scope); never used to decide.
     context = models.JSONField(default=dict, blank=True)
     # The suspended receipt's content as JSON text (from the mirror, or the first vote).

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -299,7 +300,7 @@ def _parse_time(text: object) -> datetime | None:
 def _producer_keys(approval: Approval, content: dict[str, Any]) -> set[str]:
     """Keys that produced the suspended receipt: its ``agent_identity`` and the operator
     signatures of the mirrored receipt. None of them may approve it."""
-    keys = {str(content.get("agent_identity", ""))}
+    keys = {str(content.get("agent_identity", "")), *approval.producer_keys}
     keys.update(
         MirrorEntry.objects.filter(org_id=approval.org_id, action_hash=approval.action_hash)
         .exclude(operator_key="")
@@ -545,6 +546,7 @@ def approval_open_for_suspended(
     routing_hint: str = "",
     access_token_digest: str = "",
     default_ttl: bool = False,
+    operator_keys: Sequence[str] = (),
 ) -> Opened:
     """The approval of a verified, mirrored suspended receipt: opened (or found) by the
     key-scoped push (provisional: the SDK's own open follows and sets the threshold) and by
@@ -554,7 +556,7 @@ def approval_open_for_suspended(
     expires_at = _parse_time(_suspension_approval(content).get("expires_at"))
     if expires_at is None and default_ttl:
         expires_at = timezone.now() + timedelta(seconds=settings.APPROVAL_DEFAULT_TTL_SECONDS)
-    return approval_open(
+    opened = approval_open(
         org=org,
         action_hash=content["action_hash"],
         suspended_content=content,
@@ -563,6 +565,12 @@ def approval_open_for_suspended(
         routing_hint=routing_hint,
         provisional=not explicit,
     )
+    approval = opened.approval
+    missing = sorted(set(operator_keys) - set(approval.producer_keys))
+    if missing and approval.action_hash == content["action_hash"]:
+        approval.producer_keys = sorted({*approval.producer_keys, *missing})
+        approval.save(update_fields=["producer_keys"])
+    return opened
 
 
 def access_token_digest(token: str) -> str:
@@ -577,7 +585,7 @@ class OpenedWithToken:
 
 
 def approval_open_with_access_token(
-    *, org: Org, content: dict[str, Any], routing_hint: str = ""
+    *, org: Org, content: dict[str, Any], routing_hint: str = "", operator_keys: Sequence[str] = ()
 ) -> OpenedWithToken:
     """Team-path open: a verified, mirrored suspended receipt's approval, with a one-time
     token for the approver's page (shown once, stored as a digest) and an expiry from the
@@ -587,6 +595,7 @@ def approval_open_with_access_token(
     opened = approval_open_for_suspended(
         org=org, content=content, explicit=True, routing_hint=routing_hint,
         access_token_digest=access_token_digest(token), default_ttl=True,
+        operator_keys=operator_keys,
     )  # fmt: skip
     return OpenedWithToken(opened=opened, token=token if opened.created else None)
 
@@ -747,7 +756,7 @@ def _verify_token(
             action_canonical=content_bytes(content),
             now_unix_secs=int(now.timestamp()),
             seen_nonces={token[:32]} if replayed else set(),
-            required_scope=approval.rule_id,
+            required_scope=approval.rule_id or _content_rule(content),
             required_decision=decision,
             registered_pubkeys_b64=eligible,
         )
@@ -759,6 +768,13 @@ def _verify_token(
             "own action"
         )
     return claims
+
+
+def _content_rule(content: dict[str, Any]) -> str:
+    """The rule a suspended content's policy names: the approval's rule when its opener
+    gave none (server.md §6: ``rule_id`` ``""`` means absent)."""
+    policy = content.get("policy")
+    return str(policy.get("rule_id", "")) if isinstance(policy, dict) else ""
 
 
 def _check_leg(

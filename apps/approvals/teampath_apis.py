@@ -169,7 +169,12 @@ class ApprovalOpenApi(TeamPathApi):
             raise ReceiptNotSuspended(
                 "the receipt is not suspended: its policy decision does not require approval"
             )
-        result = approval_open_with_access_token(org=org, content=content, routing_hint=hint)
+        result = approval_open_with_access_token(
+            org=org,
+            content=content,
+            routing_hint=hint,
+            operator_keys=[key for key in [item.receipt.operator_public_key] if key],
+        )
         approval = result.opened.approval
         answer: dict[str, Any] = {"approvalId": approval.approval_id}
         if result.token is not None:

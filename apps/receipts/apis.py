@@ -165,7 +165,11 @@ class ReceiptPushApi(KeyScopedSdkApi):
                 status=refusal.status,
             )
         if outcome.appended and is_suspended(receipt.content):
-            approval_open_for_suspended(org=principal.org, content=receipt.content)
+            approval_open_for_suspended(
+                org=principal.org,
+                content=receipt.content,
+                operator_keys=[key for key in [receipt.operator_public_key] if key],
+            )
         return Response(
             push_answer(outcome), status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK
         )
