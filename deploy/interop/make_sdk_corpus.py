@@ -60,7 +60,7 @@ OPERATOR_SEED = bytes([5]) * 32
 OTHER_OPERATOR_SEED = bytes([6]) * 32  # only for the ticket-collision case
 DECISION_SEED = bytes([21]) * 32
 PLACEHOLDER_SEED = bytes([7]) * 32  # the wheel's HESO_ALLOW_INSECURE_LOCAL_DECISION_KEY key
-APPROVER_SEEDS = [bytes([i]) * 32 for i in (11, 12, 13)]  # as in heso_sdk_check.py
+APPROVER_SEEDS = [bytes([i]) * 32 for i in (11, 12, 13)]  # 11 and 12 as in heso_sdk_check.py
 INSECURE_ENV = "HESO_ALLOW_INSECURE_LOCAL_DECISION_KEY"
 
 POLICY = """\
