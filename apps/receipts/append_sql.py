@@ -43,11 +43,18 @@ ENTRY_COLUMNS = [
     if not field.primary_key and field.column != "superseded_by"
 ]
 
+# Two branches, each an equality on one index, never an OR: a prepared statement's generic
+# plan cannot know the values, and for an OR it may read the org's entries through an index
+# on the org alone, O(entries) per push (tests/receipts/test_append_plans.py).
+_RELATED_COLUMNS = "id, seq, session_seq, action_hash, link_hash, trust_level, claimed_trust_level"
 _RELATED = (
-    "SELECT id, seq, session_seq, action_hash, link_hash, trust_level, claimed_trust_level "  # noqa: S608
-    f"FROM {ENTRY_TABLE} "
-    "WHERE org_id = %s AND (action_hash = %s OR (session_id = %s AND session_seq IN (%s, %s)))"
+    f"SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "  # noqa: S608
+    "WHERE org_id = %s AND action_hash = %s "
+    f"UNION ALL SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "
+    "WHERE org_id = %s AND session_id = %s AND session_seq IN (%s, %s) AND action_hash <> %s"
 )
+# The org's head row, by its primary key (``FOR UPDATE`` on PostgreSQL: the append lock).
+_LOCK_HEAD = f"SELECT size, head, month, month_count FROM {HEAD_TABLE} WHERE org_id = %s"  # noqa: S608
 _CREATE_HEAD = (
     f"INSERT INTO {HEAD_TABLE} (org_id, size, head, month, month_count) "  # noqa: S608
     "VALUES (%s, 0, %s, '', 0) ON CONFLICT (org_id) DO NOTHING"
@@ -114,13 +121,18 @@ class AppendStatements:
         """Lock the org's head row (None: no head row yet), then read the related entries.
         Both statements are sent before either answer is read."""
         lock = " FOR UPDATE" if self._postgres else ""
-        head_cursor = self._send(
-            f"SELECT size, head, month, month_count FROM {HEAD_TABLE} "  # noqa: S608
-            f"WHERE org_id = %s{lock}",
-            [org_id],
-        )
+        head_cursor = self._send(_LOCK_HEAD + lock, [org_id])
         related_cursor = self._send(
-            _RELATED, [org_id, action_hash, session_id, session_seq, (session_seq or 0) - 1]
+            _RELATED,
+            [
+                org_id,
+                action_hash,
+                org_id,
+                session_id,
+                session_seq,
+                (session_seq or 0) - 1,
+                action_hash,
+            ],
         )
         row = head_cursor.fetchone()
         related = [RelatedEntry(*entry) for entry in related_cursor.fetchall()]
