@@ -163,8 +163,9 @@ def load(port: int, requests: list[bytes], clients: int, seconds: float) -> Run:
             with lock:
                 run.latencies.append(took)
                 run.statuses[status] = run.statuses.get(status, 0) + 1
-                if status == 201:
-                    run.created.append(json.loads(body)["entry_hash"])
+                if status == 201:  # key-scoped names the entry entry_hash, team-path receiptId
+                    answer = json.loads(body)
+                    run.created.append(answer.get("entry_hash") or answer["receiptId"])
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
     started = time.perf_counter()
