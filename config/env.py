@@ -49,7 +49,7 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true or false).")
 
 
-def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+def env_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
     value = env_str(name)
     if value is None:
         return default
@@ -59,6 +59,8 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
         raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from None
     if parsed < minimum:
         raise ImproperlyConfigured(f"{name}={parsed} must be at least {minimum}.")
+    if maximum is not None and parsed > maximum:
+        raise ImproperlyConfigured(f"{name}={parsed} must be at most {maximum}.")
     return parsed
 
 

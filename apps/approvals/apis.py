@@ -7,6 +7,7 @@ import binascii
 from http import HTTPStatus
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -22,7 +23,7 @@ from apps.approvals.services import (
 )
 from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
-from apps.common.http import read_json_body
+from apps.common.json_body import plain_member, read_json_bytes
 from apps.common.openapi import (
     HEX64,
     json_body,
@@ -36,7 +37,6 @@ from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 ACTION_HASH_PATTERN = r"^[0-9a-f]{64}$"
-MAX_BODY_BYTES = 1_048_576
 
 
 def approval_view(approval: Approval) -> dict[str, Any]:
@@ -122,14 +122,21 @@ class ApprovalDetailApi(KeyScopedSdkApi):
 
 
 def _submit_body(raw: bytes) -> dict[str, Any]:
-    """The submit-token body, with ``action_content`` decoded strictly from the raw bytes."""
+    """The submit-token body, with ``action_content`` decoded strictly from the raw bytes
+    (server.md §1 rules); every other member is held to the plain-body rules."""
     try:
-        members = object_members(parse_json(raw))
+        members = object_members(parse_json(raw, max_depth=settings.JSON_BODY_MAX_DEPTH))
     except DecodeError as error:
         raise InvalidJson(f"invalid JSON body: {error}") from error
     if members is None:
         raise InvalidInput("the body must be a JSON object")
-    body = dict(members)
+    names = [name for name, _ in members]
+    if len(names) != len(set(names)):
+        raise InvalidInput("the body repeats a member name")
+    body = {
+        name: value if name == "action_content" else plain_member(name, value)
+        for name, value in members
+    }
     token_b64 = body.get("token_b64")
     if not isinstance(token_b64, str):
         raise InvalidInput("token_b64: required, a base64 string")
@@ -198,7 +205,7 @@ class ApprovalSubmitTokenApi(KeyScopedSdkApi):
 
     def post(self, request: Request, action_hash: str) -> Response:
         org = sdk_principal(request).org
-        body = _submit_body(read_json_body(request, max_bytes=MAX_BODY_BYTES))
+        body = _submit_body(read_json_bytes(request))
         approval = approval_vote(org=org, action_hash=action_hash, **body)
         return Response(approval_view(approval))
 

@@ -23,7 +23,6 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
-from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
@@ -37,7 +36,7 @@ from apps.approvals.services import (
     is_suspended,
 )
 from apps.common.errors import DomainError, InvalidInput
-from apps.common.http import read_json_body
+from apps.common.json_body import plain_member, read_json_bytes
 from apps.common.openapi import (
     json_body,
     ok,
@@ -68,7 +67,8 @@ def _rfc3339(moment: datetime | None) -> str | None:
 
 
 def _members(value: JsonValue, allowed: set[str], shape: str) -> dict[str, Any]:
-    """A body object's members: no repeats, nothing unknown."""
+    """A body object's members: no repeats, nothing unknown; every member but ``receipt``
+    held to the plain-body rules (``routingHint`` with a NUL is ``validation_failed``)."""
     members = object_members(value)
     if members is None:
         raise InvalidInput(f"the body must be a JSON object {shape}")
@@ -78,7 +78,10 @@ def _members(value: JsonValue, allowed: set[str], shape: str) -> dict[str, Any]:
     unknown = sorted(set(names) - allowed)
     if unknown:
         raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
-    return dict(members)
+    return {
+        name: member if name == "receipt" else plain_member(name, member)
+        for name, member in members
+    }
 
 
 def approval_outcome(approval: Approval) -> str:
@@ -156,7 +159,7 @@ class ApprovalOpenApi(TeamPathApi):
 
     def post(self, request: Request) -> Response:
         org = sdk_principal(request).org
-        body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
+        body = read_json_bytes(request)
         members = _members(parse_body(body), {"receipt", "routingHint"}, "{receipt, routingHint?}")
         if "receipt" not in members:
             raise InvalidInput("receipt: this member is required")
@@ -259,7 +262,7 @@ class ApprovalTokenSubmitApi(TeamPathApi):
 
     def post(self, request: Request, approval_id: str) -> Response:
         org = sdk_principal(request).org
-        token = _token_bytes(parse_body(read_json_body(request, max_bytes=64 * 1024)))
+        token = _token_bytes(parse_body(read_json_bytes(request, max_bytes=64 * 1024)))
         approval = approval_get_by_id(org=org, approval_id=approval_id)
         settled = approval_vote_with_token(approval=approval, token=token)
         return Response(approval_record(settled))

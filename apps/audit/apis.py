@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -16,7 +16,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.audit.evidence import evidence_export, parse_window
+from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.audit.selectors import audit_chain_window
 from apps.common.api import DashboardApi
 from apps.common.errors import InvalidInput
@@ -102,11 +102,12 @@ class AuditChainApi(DashboardApi):
     )
 )
 class EvidenceExportApi(DashboardApi):
-    """POST /v1/evidence/export {from?, to?}: the evidence tar (auditor+)."""
+    """POST /v1/evidence/export {from?, to?}: the evidence tar (auditor+), built on disk
+    and streamed (constant memory, whatever the window)."""
 
     permission_classes = [role_required(Role.AUDITOR)]
 
-    def post(self, request: Request) -> HttpResponse:
+    def post(self, request: Request) -> StreamingHttpResponse:
         data = request.data
         if not isinstance(data, dict):
             raise InvalidInput("the body must be a JSON object {from?, to?}")
@@ -118,7 +119,4 @@ class EvidenceExportApi(DashboardApi):
             raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
         window = parse_window(values[0], values[1])
         org = console_principal(request).org
-        archive = evidence_export(org=org, window=window)
-        response = HttpResponse(archive, content_type="application/x-tar")
-        response["Content-Disposition"] = f'attachment; filename="evidence-{org.slug}.tar"'
-        return response
+        return evidence_response(evidence_export(org=org, window=window), org=org)

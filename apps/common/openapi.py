@@ -60,6 +60,7 @@ _NULLABLE_DATETIME: Schema = {"type": "string", "format": "date-time", "nullable
 TEAMPATH_ERROR_CODES = (
     "invalid_json",
     "validation_failed",
+    "bad_request",
     "batch_too_large",
     "unauthorized",
     "forbidden",

@@ -11,6 +11,10 @@ def keyscoped_not_found(request: HttpRequest, exception: Exception | None = None
     return JsonResponse({"detail": "not found"}, status=HTTPStatus.NOT_FOUND)
 
 
+def keyscoped_bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse({"detail": "bad request"}, status=HTTPStatus.BAD_REQUEST)
+
+
 def keyscoped_server_error(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
         {"detail": "internal server error"}, status=HTTPStatus.INTERNAL_SERVER_ERROR
@@ -19,6 +23,12 @@ def keyscoped_server_error(request: HttpRequest) -> JsonResponse:
 
 def teampath_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     return JsonResponse({"error": "not_found", "message": "not found"}, status=HTTPStatus.NOT_FOUND)
+
+
+def teampath_bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(
+        {"error": "bad_request", "message": "bad request"}, status=HTTPStatus.BAD_REQUEST
+    )
 
 
 def teampath_server_error(request: HttpRequest) -> JsonResponse:

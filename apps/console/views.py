@@ -7,7 +7,6 @@ network request from its scripts, so what is pasted into it cannot leave the bro
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from http import HTTPStatus
 from typing import Any
@@ -22,7 +21,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.approvals.models import Approval, ApprovalStatus, ApproverKey, VoteDecision
 from apps.approvals.services import approval_roster
-from apps.common.errors import DomainError
+from apps.common.errors import DomainError, InvalidJson, PayloadTooLarge
+from apps.common.json_body import parse_json_body, read_json_bytes
+from apps.common.request_guard import answers_json
 from apps.console.services import (
     APPROVAL_ID_PREFIX,
     approval_by_access_token,
@@ -190,18 +191,23 @@ def _error(status: HTTPStatus, code: str, message: str) -> JsonResponse:
     return JsonResponse({"error": code, "message": message}, status=status)
 
 
+@answers_json
 @require_POST
 def approval_vote_endpoint(request: HttpRequest, ref: str) -> JsonResponse:
-    """The page's vote: ``{token, record?, co_sig_b64?}`` → the approval's new state."""
+    """The page's vote: ``{token, record?, co_sig_b64?}`` → the approval's new state.
+
+    The body is read by the service's one JSON body parser (``apps.common.json_body``); its
+    refusals answer 400 ``invalid_json`` (413 ``payload_too_large``), as on the team path.
+    """
     approval, _ = _resolve(request, ref)
     if approval is None:
         return _error(HTTPStatus.NOT_FOUND, "approval_not_found", "no such approval")
-    if len(request.body) > MAX_VOTE_BODY_BYTES:
-        return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_large", "the body is too large")
     try:
-        body = json.loads(request.body)
-    except ValueError:
-        return _error(HTTPStatus.BAD_REQUEST, "invalid_json", "the body is not JSON")
+        body = parse_json_body(read_json_bytes(request, max_bytes=MAX_VOTE_BODY_BYTES))
+    except PayloadTooLarge as error:
+        return _error(error.status, error.code, error.message)
+    except InvalidJson as error:
+        return _error(HTTPStatus.BAD_REQUEST, error.code, error.message)
     if not isinstance(body, dict) or set(body) - {"token", "record", "co_sig_b64"}:
         return _error(
             HTTPStatus.BAD_REQUEST, "invalid_input", "expected {token, record?, co_sig_b64?}"

@@ -19,7 +19,7 @@ from apps.approvals.services import (
 )
 from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
-from apps.common.http import read_json_body
+from apps.common.json_body import plain_member, read_json_bytes
 from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
 from apps.receipts.errors import QuotaExceeded, ReceiptMalformed, ReceiptRejected
 from apps.receipts.services import AppendOutcome, receipt_append
@@ -48,10 +48,11 @@ def parse_push_body(body: bytes) -> PushInput:
     """``{receipt, supersedes_action_hash?}`` from the raw body, parsed once and strictly.
 
     The body is parsed keeping repeated member names and number literals, so the receipt
-    subtree reaches the verifier exactly as sent (receipts.md §15).
+    subtree reaches the verifier exactly as sent (receipts.md §15); every other member is
+    held to the plain-body rules (no NUL, no repeated name, numbers in range).
     """
     try:
-        parsed = parse_json(body)
+        parsed = parse_json(body, max_depth=settings.JSON_BODY_MAX_DEPTH)
     except DecodeError as error:
         raise InvalidJson(f"invalid JSON body: {error}") from error
     members = object_members(parsed)
@@ -61,6 +62,9 @@ def parse_push_body(body: bytes) -> PushInput:
     if len(names) != len(set(names)):
         raise InvalidInput("the body repeats a member name")
     values = dict(members)
+    for name, value in members:
+        if name != "receipt":
+            plain_member(name, value)
     if "receipt" not in values:
         raise InvalidInput("receipt: this member is required")
     receipt = values["receipt"]
@@ -136,7 +140,7 @@ class ReceiptPushApi(KeyScopedSdkApi):
 
     def post(self, request: Request) -> Response:
         principal = sdk_principal(request)
-        body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
+        body = read_json_bytes(request)
         push = parse_push_body(body)
         try:
             receipt, trust_level = verified_receipt(push.receipt, org=principal.org)

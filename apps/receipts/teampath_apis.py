@@ -22,7 +22,7 @@ from rest_framework.response import Response
 
 from apps.analytics.services import refusal_record
 from apps.common.errors import DomainError, InvalidInput, InvalidJson
-from apps.common.http import read_json_body
+from apps.common.json_body import read_json_bytes
 from apps.common.openapi import (
     json_body,
     list_of,
@@ -63,7 +63,7 @@ def parse_body(body: bytes) -> JsonValue:
     """The body parsed strictly (repeated member names and number spellings kept, so a
     receipt reaches the verifier exactly as sent); not JSON is ``invalid_json``."""
     try:
-        return parse_json(body)
+        return parse_json(body, max_depth=settings.JSON_BODY_MAX_DEPTH)
     except DecodeError as error:
         raise InvalidJson(f"invalid JSON body: {error}") from error
 
@@ -168,7 +168,7 @@ class ReceiptPushApi(TeamPathApi):
 
     def post(self, request: Request) -> Response:
         principal = sdk_principal(request)
-        body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
+        body = read_json_bytes(request)
         value = parse_body(body)
         if object_members(value) is None:
             raise InvalidInput("the body must be the receipt, a JSON object")
@@ -267,7 +267,7 @@ class ReceiptBatchPushApi(TeamPathApi):
 
     def post(self, request: Request) -> Response:
         principal = sdk_principal(request)
-        body = read_json_body(request, max_bytes=settings.RECEIPT_MAX_BODY_BYTES)
+        body = read_json_bytes(request)
         values = parse_batch_body(parse_body(body))
         slots = [self._check(value, principal.org) for value in values]
         for slot in slots:

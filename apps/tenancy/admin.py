@@ -13,6 +13,7 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseBase,
     HttpResponseNotAllowed,
     HttpResponseRedirect,
 )
@@ -20,8 +21,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from apps.common.errors import DomainError, Forbidden
-from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, role_in
+from apps.common.errors import DomainError
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.middleware import activate_console_orgs
 from apps.tenancy.models import (
@@ -39,6 +40,7 @@ from apps.tenancy.services import (
     api_key_revoke,
     api_key_rotate,
     membership_add,
+    membership_remove,
 )
 
 
@@ -90,9 +92,10 @@ class OrgAdmin(OrgScopedAdmin[Org]):
         }
         return org_dashboard(request, org, context)
 
-    def evidence_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
-        """The evidence tar (the service behind POST /v1/evidence/export), auditor+ (POST)."""
-        from apps.audit.evidence import evidence_export, parse_window
+    def evidence_view(self, request: HttpRequest, org_id: int) -> HttpResponseBase:
+        """The evidence tar (the service behind POST /v1/evidence/export), auditor+ (POST),
+        streamed like the API's."""
+        from apps.audit.evidence import evidence_export, evidence_response, parse_window
 
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
@@ -107,9 +110,7 @@ class OrgAdmin(OrgScopedAdmin[Org]):
             return HttpResponseRedirect(reverse("admin:tenancy_org_dashboard", args=[org.pk]))
         archive = evidence_export(org=org, window=window)
         self.log_change(request, org, f"Exported evidence ({start or 'start'} to {end or 'now'})")
-        response = HttpResponse(archive, content_type="application/x-tar")
-        response["Content-Disposition"] = f'attachment; filename="evidence-{org.slug}.tar"'
-        return response
+        return evidence_response(archive, org=org)
 
     def session_token_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
         """A dashboard session JWT for the signed-in member, for scripts (POST only)."""
@@ -287,22 +288,36 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
         return () if obj is None else ("user", "org")
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
-        self._check_role_change(request, obj, change)
+        # Added or changed, one service and its one rule (roles above the user's own, the
+        # last owner); a refusal is shown on the form's page (OrgScopedAdmin).
         username = form.cleaned_data.get("username") or obj.user.get_username()
-        saved = membership_add(org=obj.org, username=username, role=obj.role)
+        saved = membership_add(org=obj.org, username=username, role=obj.role, actor=request.user)
         obj.pk, obj.user = saved.pk, saved.user
 
-    def _check_role_change(self, request: HttpRequest, obj: Membership, change: bool) -> None:
-        """Nobody grants more than they hold, or changes the role of someone above them."""
-        own = role_in(request, obj.org_id)
-        if own is None or not own.at_least(Role.MANAGER):
-            raise Forbidden(f"changing members of {obj.org} needs the manager role")
-        if not own.at_least(Role(obj.role)):
-            raise Forbidden(f"a {own.label.lower()} cannot grant the {obj.role} role")
-        if change:
-            current = Membership.objects.filter(pk=obj.pk).values_list("role", flat=True).first()
-            if current is not None and not own.at_least(Role(current)):
-                raise Forbidden(f"a {own.label.lower()} cannot change an {current}'s role")
+    # Removal: one membership at a time, through the service (its rule, and the member's
+    # session tokens end). The bulk delete action would log deletions before refusing.
+    def has_delete_permission(self, request: HttpRequest, obj: Membership | None = None) -> bool:
+        return can_write(request, self._org_id(obj), self.write_role)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        membership_remove(org=obj.org, username=obj.user.get_username(), actor=request.user)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Django's delete view is one transaction: a refusal leaves no row and no log entry.
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except DomainError as error:
+            self.message_user(request, f"Refused: {error.message}", messages.ERROR)
+            return HttpResponseRedirect(
+                reverse("admin:tenancy_membership_change", args=[object_id])
+            )
 
 
 @admin.register(OrgAuditEvent)

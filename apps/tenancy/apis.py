@@ -1,6 +1,12 @@
-"""Console session tokens: obtain (from a logged-in console session) and refresh."""
+"""Console session tokens: obtain (from a logged-in console session) and refresh.
+
+Both answer ``Cache-Control: no-store``, errors included: a token pair is a credential,
+which no browser or proxy cache may keep.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
@@ -19,6 +25,7 @@ from apps.tenancy.console_tokens import (
     console_tokens_issue,
     console_tokens_refresh,
 )
+from apps.tenancy.credential_limits import failures_counted
 
 
 class TokenPairOutput(serializers.Serializer[ConsoleTokens]):
@@ -31,6 +38,13 @@ class TokenPairOutput(serializers.Serializer[ConsoleTokens]):
 class _ConsoleTokenApi(APIView):
     def get_exception_handler(self) -> ExceptionHandler:
         return keyscoped_exception_handler
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        response["Cache-Control"] = "no-store"
+        return response
 
 
 @extend_schema_view(
@@ -78,20 +92,25 @@ class ConsoleTokenObtainApi(_ConsoleTokenApi):
 @extend_schema_view(
     post=extend_schema(
         operation_id="console_token_refresh",
-        summary="A new session JWT pair with the member's current role",
+        summary="A new session JWT pair with the member's current role (refresh token spent)",
         tags=["dashboard"],
         auth=[],
         request=json_body("ConsoleTokenRefreshRequest"),
         responses={
             200: ok("ConsoleTokenPair"),
             **keyscoped_errors(
-                422, s401=keyscoped_error("The refresh token is refused or its membership is gone.")
+                422,
+                s401=keyscoped_error(
+                    "The refresh token is refused (forged, expired, or spent: a second use also "
+                    "ends the user's session tokens) or its session has ended."
+                ),
             ),
         },
     )
 )
 class ConsoleTokenRefreshApi(_ConsoleTokenApi):
-    """POST /v1/console/token/refresh {refresh}: a new pair with the member's current role."""
+    """POST /v1/console/token/refresh {refresh}: a new pair with the member's current role;
+    the refresh token presented is spent (a second use is refused and ends the session)."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
@@ -102,5 +121,8 @@ class ConsoleTokenRefreshApi(_ConsoleTokenApi):
     def post(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        tokens = console_tokens_refresh(refresh=data.validated_data["refresh"])
+        # A refused refresh token counts against the client's address, as a failed session
+        # token does; past the limit, 429 before the token is looked up.
+        with failures_counted(request, ConsoleTokenRefused):
+            tokens = console_tokens_refresh(refresh=data.validated_data["refresh"])
         return Response(TokenPairOutput(tokens).data)

@@ -2,6 +2,9 @@
 
 SDK plane: an API key in ``x-api-key`` or ``Authorization: Bearer``. Dashboard plane: a
 console session JWT in ``Authorization: Bearer``. Neither credential passes the other.
+
+A presented credential that fails counts against its client address; a client past that
+limit is refused 429 before its credential is looked up (``credential_limits``).
 """
 
 from __future__ import annotations
@@ -12,13 +15,11 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 from rest_framework_simplejwt.authentication import JWTAuthentication
-from rest_framework_simplejwt.settings import api_settings
 from rest_framework_simplejwt.tokens import Token
 
-from apps.tenancy.console_tokens import ORG_CLAIM
+from apps.tenancy.console_tokens import console_session_membership
+from apps.tenancy.credential_limits import failures_counted
 from apps.tenancy.models import ApiKey, Membership, Org, Role
-from apps.tenancy.org_context import activate_orgs
-from apps.tenancy.selectors import member_org_id
 from apps.tenancy.services import api_key_authenticate
 
 
@@ -48,17 +49,22 @@ class ApiKeyAuthentication(BaseAuthentication):
     """``x-api-key: <key>`` and ``Authorization: Bearer <key>`` are equivalent.
 
     No credential: None (DRF answers 401 through ``authenticate_header``). A credential
-    that matches no active key (unknown, wrong secret, revoked): 401.
+    that matches no active key (unknown, wrong secret, revoked): 401, counted against the
+    client's address; past that limit: 429 before the lookup.
     """
 
-    def authenticate(self, request: Request) -> tuple[ApiKeyPrincipal, ApiKey] | None:
+    def presented_key(self, request: Request) -> str | None:
         from_header: str = request.META.get("HTTP_X_API_KEY", "")
-        presented = from_header.strip() or presented_bearer(request)
+        return from_header.strip() or presented_bearer(request)
+
+    def authenticate(self, request: Request) -> tuple[ApiKeyPrincipal, ApiKey] | None:
+        presented = self.presented_key(request)
         if not presented:
             return None
-        api_key = api_key_authenticate(presented=presented)
-        if api_key is None:
-            raise AuthenticationFailed("invalid or revoked API key")
+        with failures_counted(request, credential=presented):
+            api_key = api_key_authenticate(presented=presented)
+            if api_key is None:
+                raise AuthenticationFailed("invalid or revoked API key")
         return ApiKeyPrincipal(api_key=api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:
@@ -87,7 +93,9 @@ class ConsoleJwtAuthentication(JWTAuthentication):
     """``Authorization: Bearer <session JWT>`` from the console. API keys never pass here.
 
     The role is read from the current membership on every request (one indexed query), so
-    a removed or downgraded member loses access no later than the token's next use.
+    a removed or downgraded member loses access no later than the token's next use; a token
+    of an ended session (password changed, account deactivated, membership removed) is
+    refused. Failures count against the client's address, as API keys do.
     """
 
     # request.user on this plane is a ConsolePrincipal, not a Django user model instance.
@@ -100,24 +108,11 @@ class ConsoleJwtAuthentication(JWTAuthentication):
         raw_token = self.get_raw_token(header)
         if raw_token is None:
             return None
-        token = self.get_validated_token(raw_token)
-        org_id = member_org_id(
-            user_id=token.get(api_settings.USER_ID_CLAIM), org_slug=token.get(ORG_CLAIM)
-        )
-        if org_id is None:
-            raise AuthenticationFailed("no active membership behind this session token")
-        activate_orgs([org_id])
-        membership = (
-            Membership.objects.select_related("org", "user")
-            .filter(
-                user_id=token.get(api_settings.USER_ID_CLAIM),
-                org_id=org_id,
-                user__is_active=True,
-            )
-            .first()
-        )
-        if membership is None:
-            raise AuthenticationFailed("no active membership behind this session token")
+        with failures_counted(request, credential=raw_token.decode("latin-1")):
+            token = self.get_validated_token(raw_token)
+            membership = console_session_membership(token=token)
+            if membership is None:
+                raise AuthenticationFailed("no live session behind this session token")
         return ConsolePrincipal(membership=membership), token
 
     def authenticate_header(self, request: Request) -> str:

@@ -179,3 +179,22 @@ class OrgAuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class SessionTokenVersion(models.Model):
+    """The generation of a console user's session tokens (dashboard JWTs).
+
+    Every token carries the version current when it was issued; raising the version ends
+    every token issued before, access and refresh alike (a password change, a
+    deactivation, a membership removal, a refresh token used twice). No row: version 0.
+    Per user across orgs, holding nothing of an org's: no row-level security.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    version = models.PositiveIntegerField(default=0)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"session tokens of user {self.user_id}: version {self.version}"

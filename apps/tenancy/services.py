@@ -8,14 +8,18 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.common.errors import InvalidInput, NotFound
+from apps.common.errors import DomainError, Forbidden, InvalidInput, NotFound
+from apps.tenancy.console_tokens import console_sessions_end
 from apps.tenancy.models import ApiKey, Membership, Org, Plan, Role, Scope
 from apps.tenancy.org_context import activate_orgs, lookup_api_key
 
@@ -170,10 +174,77 @@ def api_key_authenticate(*, presented: str) -> ApiKey | None:
     return api_key
 
 
+class LastOwner(DomainError):
+    """An org keeps at least one owner: its last one is neither demoted nor removed."""
+
+    status = HTTPStatus.CONFLICT
+    code = "last_owner"
+
+
+def _acting_role(actor: AbstractBaseUser | AnonymousUser, org: Org) -> Role | None:
+    if getattr(actor, "is_superuser", False):  # operators hold every org
+        return Role.OWNER
+    if actor.pk is None:
+        return None
+    roles = Membership.objects.filter(user_id=actor.pk, org=org).values_list("role", flat=True)
+    current = roles.first()
+    return Role(current) if current is not None else None
+
+
+def _check_membership_change(
+    *,
+    org: Org,
+    username: str,
+    membership: Membership | None,
+    role: Role | None,
+    actor: AbstractBaseUser | AnonymousUser | None,
+) -> None:
+    """The one rule for every change of a membership (added, role changed, removed: ``role``
+    None): nobody grants, changes or removes a role above their own, and the last owner of
+    an org stays one. ``actor`` None is an operator (a management command)."""
+    current = Role(membership.role) if membership is not None else None
+    if actor is not None:
+        own = _acting_role(actor, org)
+        if own is None or not own.at_least(Role.MANAGER):
+            raise Forbidden(f"changing members of {org} needs the manager role")
+        if role is not None and not own.at_least(role):
+            raise Forbidden(f"a {own.label.lower()} cannot grant the {role.value} role")
+        if current is not None and not own.at_least(current):
+            act = "remove" if role is None else "change the role of"
+            raise Forbidden(f"a {own.label.lower()} cannot {act} an {current.value}")
+    if membership is not None and current == Role.OWNER and role != Role.OWNER:
+        others = Membership.objects.filter(org=org, role=Role.OWNER).exclude(pk=membership.pk)
+        if not others.exists():
+            act = "removed" if role is None else "demoted"
+            raise LastOwner(
+                f"{username} is the last owner of {org} and cannot be {act}; "
+                "make another member owner first"
+            )
+
+
+def _locked_membership(*, org: Org, username: str) -> Membership | None:
+    """The membership, locked, with its org locked first: every membership change of one
+    org is serialized, so two concurrent demotions cannot both see another owner."""
+    Org.objects.select_for_update().filter(pk=org.pk).values_list("pk", flat=True).first()
+    return (
+        Membership.objects.select_for_update()
+        .select_related("user")
+        .filter(org=org, user__username=username)
+        .first()
+    )
+
+
 def membership_add(
-    *, org: Org, username: str, role: str, password: str | None = None
+    *,
+    org: Org,
+    username: str,
+    role: str,
+    password: str | None = None,
+    actor: AbstractBaseUser | AnonymousUser | None = None,
 ) -> Membership:
-    """Give ``username`` the ``role`` in ``org``, creating the console user if needed.
+    """Give ``username`` the ``role`` in ``org`` (a new membership or a changed role),
+    creating the console user if needed; ``actor`` is the console user doing it (None: an
+    operator), held to :func:`_check_membership_change`.
 
     Members get staff status so they can sign in to the console (the Django admin).
     """
@@ -181,16 +252,41 @@ def membership_add(
         raise InvalidInput(f"unknown role {role!r}; known: {', '.join(Role.values)}")
     user_model = get_user_model()
     with transaction.atomic():
+        existing = _locked_membership(org=org, username=username)
+        _check_membership_change(
+            org=org, username=username, membership=existing, role=Role(role), actor=actor
+        )
         user, _ = user_model.objects.get_or_create(username=username)
         if password is not None:
-            user.set_password(password)
+            user.set_password(password)  # a changed password ends the user's session tokens
         elif not user.has_usable_password():
             user.set_unusable_password()
         user.is_staff = True
         user.save()
-        membership, _ = Membership.objects.update_or_create(
-            user=user, org=org, defaults={"role": role}
+        if existing is None:
+            membership = Membership.objects.create(user=user, org=org, role=role)
+        else:
+            membership = existing
+            if membership.role != role:
+                membership.role = role
+                membership.save(update_fields=["role"])
+    return membership
+
+
+def membership_remove(
+    *, org: Org, username: str, actor: AbstractBaseUser | AnonymousUser | None = None
+) -> Membership:
+    """Take ``username`` out of ``org`` (same rule as :func:`membership_add`) and end the
+    user's session tokens: a token for another org would otherwise outlive this change."""
+    with transaction.atomic():
+        membership = _locked_membership(org=org, username=username)
+        if membership is None:
+            raise NotFound(f"{username} is not a member of {org}")
+        _check_membership_change(
+            org=org, username=username, membership=membership, role=None, actor=actor
         )
+        membership.delete()
+        console_sessions_end(user_id=membership.user_id)
     return membership
 
 

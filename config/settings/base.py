@@ -38,13 +38,16 @@ ROOT_URLCONF = f"config.urls.{API_PROFILE}"
 WSGI_APPLICATION = "config.wsgi.application"
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # The console: Django's admin on a site whose sign-in is throttled (apps.tenancy.admin_site).
+    "apps.tenancy.admin_site.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    # Spent refresh tokens (rotation with reuse detection); not org-owned, no row-level security.
+    "rest_framework_simplejwt.token_blacklist",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "apps.common",
@@ -62,6 +65,9 @@ MIDDLEWARE = [
     "apps.common.request_log.RequestLogMiddleware",
     "apps.common.capacity.DatabaseUnavailableMiddleware",
     "apps.common.capacity.ConcurrencyLimitMiddleware",
+    # NUL in a path, query or header, an oversize or empty JSON body: refused before any
+    # session, credential or view reads the request (apps.common.request_guard).
+    "apps.common.request_guard.RequestGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -159,7 +165,13 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # The one strict JSON body parser (apps.common.json_body): size, depth, repeated names,
+    # NUL, number range; every +json media type too.
+    "DEFAULT_PARSER_CLASSES": ["apps.common.json_body.StrictJsonParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.common.json_body.JsonContentNegotiation",
+    # Views without a profile base class (probes, the OpenAPI document) answer errors in the
+    # deployment profile's body too.
+    "EXCEPTION_HANDLER": "apps.common.profile_errors.profile_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -223,11 +235,22 @@ DASHBOARD_RATE_BURST = env_int("DASHBOARD_RATE_BURST", 60, minimum=1)
 # Off switch (load tests of the bare push path): "false" disables every rate limit.
 RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
 
-# Largest request body accepted on receipt routes; larger answers 413.
-RECEIPT_MAX_BODY_BYTES = env_int("RECEIPT_MAX_BODY_BYTES", 1_048_576, minimum=1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = RECEIPT_MAX_BODY_BYTES
+# Largest request body on any route (receipts and batches, policy, approvals, tokens, the
+# console's vote, admin forms): Content-Length is checked before reading, the bytes read
+# after; larger answers 413 in the profile's error body (apps.common.json_body). Its former
+# name RECEIPT_MAX_BODY_BYTES is still read when JSON_BODY_MAX_BYTES is not set.
+JSON_BODY_MAX_BYTES = env_int(
+    "JSON_BODY_MAX_BYTES",
+    env_int("RECEIPT_MAX_BODY_BYTES", 1_048_576, minimum=1024),
+    minimum=1024,
+)
+DATA_UPLOAD_MAX_MEMORY_SIZE = JSON_BODY_MAX_BYTES
+# Deepest nesting of arrays/objects in a JSON body, the body's own counting as one: deeper
+# is refused as not JSON (a receipt: Malformed). 128 is the recursion limit of serde_json,
+# the reference SDK's decoder; at most 250, below the canonical serializer's own limit.
+JSON_BODY_MAX_DEPTH = env_int("JSON_BODY_MAX_DEPTH", 128, minimum=16, maximum=250)
 # Team-path profile: most receipts in one POST /v1/receipts/batch (more: 400). The whole
-# batch body is also held to RECEIPT_MAX_BODY_BYTES.
+# batch body is also held to JSON_BODY_MAX_BYTES.
 TEAMPATH_BATCH_MAX = env_int("TEAMPATH_BATCH_MAX", 100, minimum=1)
 # Team-path profile: seconds an opened approval can be answered when the suspended receipt
 # signed no expiry of its own (suspension.approval.expires_at).
@@ -240,14 +263,34 @@ POLICY_PREVIEW_MAX_DAYS = env_int("POLICY_PREVIEW_MAX_DAYS", 90, minimum=1)
 POLICY_PREVIEW_MAX_RECEIPTS = env_int("POLICY_PREVIEW_MAX_RECEIPTS", 10_000, minimum=1)
 
 # Dashboard-plane session JWTs (console members). Short access lifetime: a downgraded
-# member's refresh re-reads the membership.
+# member's refresh re-reads the membership. A refresh token is spent by its one use
+# (rotation; a second use is refused and ends the user's session tokens), and a password
+# change, a deactivation or a membership removal ends them all (apps.tenancy.console_tokens).
 SIMPLE_JWT = {
     "ACCESS_TOKEN_LIFETIME": timedelta(seconds=env_int("CONSOLE_JWT_ACCESS_SECONDS", 300)),
     "REFRESH_TOKEN_LIFETIME": timedelta(seconds=env_int("CONSOLE_JWT_REFRESH_SECONDS", 28_800)),
     "SIGNING_KEY": SECRET_KEY,
     "AUTH_HEADER_TYPES": ("Bearer",),
     "UPDATE_LAST_LOGIN": False,
+    "ROTATE_REFRESH_TOKENS": True,
+    "BLACKLIST_AFTER_ROTATION": True,
 }
+
+# Credential guessing (apps.tenancy.credential_limits, with django-ratelimit on the shared
+# cache): failed authentications per client address (console sign-ins, API keys, session
+# and refresh tokens, counted together) and failed console sign-ins per username, in a
+# fixed window. Past a limit the answer is 429 with Retry-After, before any password
+# hashing or database work, until the window ends.
+AUTH_FAILURE_LIMITS_ENABLED = env_bool("AUTH_FAILURE_LIMITS_ENABLED", True)
+AUTH_FAILURES_PER_ADDRESS = env_int("AUTH_FAILURES_PER_ADDRESS", 30, minimum=1)
+LOGIN_FAILURES_PER_USERNAME = env_int("LOGIN_FAILURES_PER_USERNAME", 10, minimum=1)
+AUTH_FAILURE_WINDOW_SECONDS = env_int("AUTH_FAILURE_WINDOW_SECONDS", 900, minimum=1)
+# Peers whose X-Forwarded-For is believed (the reverse proxy): behind them the client
+# address is the right-most forwarded address that is not itself one of them. A Unix
+# socket peer (no address) is a local proxy too.
+TRUSTED_PROXY_IPS = env_ip_networks("TRUSTED_PROXY_IPS", ["127.0.0.1", "::1"])
+# An unreadable counter (cache outage) admits the attempt (logged), as the rate limiter does.
+RATELIMIT_FAIL_OPEN = True
 
 # Operations: capacity, probes, metrics, logs.
 # Requests in flight per process before answering 503 at once (0: no ceiling).

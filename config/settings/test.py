@@ -11,3 +11,7 @@ ORG_CONTEXT_DEFAULT = "all"
 # Rate limits are exercised by their own tests (which switch them on); elsewhere a test
 # pushing hundreds of receipts must not be refused for speed.
 RATE_LIMITS_ENABLED = False
+
+# Likewise the failed-authentication limits (tests/tenancy/test_credential_limits.py switches
+# them on): the suite's own wrong keys and tokens, all from 127.0.0.1, must not add up.
+AUTH_FAILURE_LIMITS_ENABLED = False

@@ -57,5 +57,6 @@ urlpatterns = [
     ),
 ]
 
+handler400 = "apps.common.views.keyscoped_bad_request"
 handler404 = "apps.common.views.keyscoped_not_found"
 handler500 = "apps.common.views.keyscoped_server_error"

@@ -35,5 +35,6 @@ urlpatterns = [
     ),
 ]
 
+handler400 = "apps.common.views.teampath_bad_request"
 handler404 = "apps.common.views.teampath_not_found"
 handler500 = "apps.common.views.teampath_server_error"

@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 import tarfile
+import typing
+from collections.abc import Iterator
 from datetime import timedelta
 from http import HTTPStatus
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 from blake3 import blake3
 from django.core.management import call_command
+from django.http import HttpResponseBase, StreamingHttpResponse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -28,7 +31,15 @@ from tests.receipts.factories import Agent
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def unpack(archive: bytes) -> dict[str, bytes]:
+def streamed(response: HttpResponseBase) -> bytes:
+    """The body of a streamed answer (the export is never built in memory)."""
+    assert isinstance(response, StreamingHttpResponse)
+    return b"".join(typing.cast(Iterator[bytes], response.streaming_content))
+
+
+def unpack(archive: bytes | HttpResponseBase) -> dict[str, bytes]:
+    if isinstance(archive, HttpResponseBase):
+        archive = streamed(archive)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         return {
             member.name.split("/", 1)[1]: tar.extractfile(member).read()  # type: ignore[union-attr]
@@ -56,7 +67,7 @@ def test_the_export_holds_every_file_and_the_manifest_hashes_them(cast, dashboar
     assert response.status_code == HTTPStatus.OK
     assert response["Content-Type"] == "application/x-tar"
     assert "evidence-acme.tar" in response["Content-Disposition"]
-    files = unpack(response.content)
+    files = unpack(response)
     assert set(files) == {
         "manifest.json", "receipts.jsonl", "chain.json", "approvals.json",
         "approver_keys.json", "sessions.json", "VERIFY.md",
@@ -70,7 +81,7 @@ def test_the_export_holds_every_file_and_the_manifest_hashes_them(cast, dashboar
 
 
 def test_receipts_verify_and_the_chain_recomputes_from_the_archive_alone(dashboard, mirrored):
-    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json").content)
+    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json"))
     lines = files["receipts.jsonl"].decode().splitlines()
     assert [verify_receipt(line).kind for line in lines] == ["Valid"] * 4
     assert [json.loads(line)["content"]["action_hash"] for line in lines] == [
@@ -93,7 +104,7 @@ def test_receipts_verify_and_the_chain_recomputes_from_the_archive_alone(dashboa
 
 
 def test_approvals_and_keys_in_force_are_included(cast, dashboard, mirrored) -> None:
-    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json").content)
+    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json"))
     keys = json.loads(files["approver_keys.json"])
     assert [key["key_id"] for key in keys] == ["alice"]
     approvals = json.loads(files["approvals.json"])
@@ -109,9 +120,7 @@ def test_the_window_selects_receipts_by_day(cast, dashboard, mirrored) -> None:
         received_at=timezone.now() - timedelta(days=10)
     )
     today = timezone.now().date().isoformat()
-    files = unpack(
-        dashboard("auditor").post("/v1/evidence/export", {"from": today}, format="json").content
-    )
+    files = unpack(dashboard("auditor").post("/v1/evidence/export", {"from": today}, format="json"))
     manifest = json.loads(files["manifest.json"])
     assert (manifest["receipts"], manifest["first_seq"], manifest["last_seq"]) == (2, 3, 4)
 
@@ -134,7 +143,7 @@ def test_export_authorization(cast, dashboard, mirrored) -> None:
     from apps.tenancy.services import membership_add
 
     membership_add(org=cast.globex, username="globex-auditor", role=Role.AUDITOR)
-    files = unpack(dashboard("auditor", org_slug="globex").post("/v1/evidence/export").content)
+    files = unpack(dashboard("auditor", org_slug="globex").post("/v1/evidence/export"))
     assert files["receipts.jsonl"] == b""
 
 

@@ -65,7 +65,7 @@ def session(cast, push) -> dict:
 
 
 def test_a_complete_session_is_a_chain_file_that_verifies(cast, dashboard, session, tmp_path):
-    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json").content)
+    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json"))
     assert json.loads(files["sessions.json"]) == [
         {"session_id": "s1", "receipts": 3, "first_seq": 0, "last_seq": 2,
          "file": "sessions/0001.jsonl"}
@@ -85,7 +85,7 @@ def test_a_complete_session_is_a_chain_file_that_verifies(cast, dashboard, sessi
 
 
 def test_the_approval_leg_is_exported_verbatim(cast, dashboard, session) -> None:
-    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json").content)
+    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json"))
     (approval,) = json.loads(files["approvals.json"])
     assert approval["action_hash"] == session["suspended"]["content"]["action_hash"]
     assert approval["status"] == "approved"
@@ -101,9 +101,7 @@ def test_a_window_that_starts_mid_chain_recomputes_to_the_head(cast, dashboard, 
         received_at=timezone.now() - timedelta(days=3)
     )
     today = timezone.now().date().isoformat()
-    files = unpack(
-        dashboard("auditor").post("/v1/evidence/export", {"from": today}, format="json").content
-    )
+    files = unpack(dashboard("auditor").post("/v1/evidence/export", {"from": today}, format="json"))
     chain = json.loads(files["chain.json"])
     entries = chain["entries"][::-1]
     assert [entry["seq"] for entry in entries] == [3, 4, 5]
@@ -127,7 +125,7 @@ def test_a_window_that_starts_mid_chain_recomputes_to_the_head(cast, dashboard, 
 
 
 def test_verify_md_explains_every_offline_check(cast, dashboard, session) -> None:
-    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json").content)
+    files = unpack(dashboard("auditor").post("/v1/evidence/export", {}, format="json"))
     guide = files["VERIFY.md"].decode()
     for needle in ("verify_receipts receipts.jsonl", "verify_receipts --chain", "/verify",
                    "manifest.json", "chain_hash", "approver_keys.json"):  # fmt: skip

@@ -43,10 +43,10 @@ def gunicorn_config(monkeypatch, **env: str) -> dict:
 
 
 class TestNginx:
-    def test_the_body_limit_matches_receipt_max_body_bytes(self):
+    def test_the_body_limit_matches_json_body_max_bytes(self):
         (limit,) = re.findall(r"client_max_body_size\s+(\w+);", NGINX)
-        assert nginx_size(limit) == base.RECEIPT_MAX_BODY_BYTES
-        assert f"larger than {base.RECEIPT_MAX_BODY_BYTES} bytes" in NGINX
+        assert nginx_size(limit) == base.JSON_BODY_MAX_BYTES
+        assert f"larger than {base.JSON_BODY_MAX_BYTES} bytes" in NGINX
 
     @pytest.mark.parametrize(
         "header",

@@ -498,7 +498,7 @@ def test_an_auditor_downloads_the_evidence_tar_from_the_dashboard(cast, agents) 
     answer = auditor.post(url, {"from": "", "to": ""})
     assert answer.status_code == HTTPStatus.OK
     assert answer["Content-Type"] == "application/x-tar"
-    with tarfile.open(fileobj=io.BytesIO(answer.content)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(b"".join(answer.streaming_content))) as tar:
         manifest = json.load(tar.extractfile("evidence-acme/manifest.json"))  # type: ignore[arg-type]
     assert (manifest["org"], manifest["receipts"]) == ("acme", 2)
     assert logged("acme-auditor", "Exported evidence")

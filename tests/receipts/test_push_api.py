@@ -111,7 +111,7 @@ def test_a_non_json_content_type_is_422(push, agent):
 
 
 def test_an_oversize_body_is_413_with_a_detail(push, agent, settings):
-    settings.RECEIPT_MAX_BODY_BYTES = 2048
+    settings.JSON_BODY_MAX_BYTES = 2048
     receipt = agent.receipt(action={**agent.content()["action"], "fields": {"blob": "x" * 4000}})
     response = push(receipt)
     assert response.status_code == HTTPStatus.REQUEST_ENTITY_TOO_LARGE

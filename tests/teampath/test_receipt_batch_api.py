@@ -161,7 +161,7 @@ def test_a_non_json_content_type_is_400_invalid_json(acme, agent):
 
 
 def test_an_oversize_batch_is_413(acme, agent, settings):
-    settings.RECEIPT_MAX_BODY_BYTES = 4096
+    settings.JSON_BODY_MAX_BYTES = 4096
     response = acme.batch([agent.receipt() for _ in range(10)])
     assert_error(response, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "payload_too_large")
 

@@ -137,7 +137,7 @@ def test_a_non_json_content_type_is_400_invalid_json(acme, agent):
 
 
 def test_an_oversize_body_is_413_payload_too_large(acme, agent, settings):
-    settings.RECEIPT_MAX_BODY_BYTES = 2048
+    settings.JSON_BODY_MAX_BYTES = 2048
     receipt = agent.receipt(action={**agent.content()["action"], "fields": {"blob": "x" * 4000}})
     assert_error(acme.push(receipt), HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "payload_too_large")
 

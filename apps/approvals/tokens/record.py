@@ -55,12 +55,14 @@ def decode_record(value: JsonInput | JsonValue) -> dict[str, Any]:
         if not isinstance(member, str):
             problem = "required member missing" if member is None else "expected a string"
             raise DecodeError(f"record.{name}: {problem}")
+        if "\x00" in member:  # server.md §1: a signed receipt could not carry it either
+            raise DecodeError(f"record.{name}: U+0000 (NUL) is not allowed")
         decoded[name] = member
     sla = members.get("sla_minutes")
     if sla is not None:
         if not isinstance(sla, JsonNumber) or not _TYPED_INT.fullmatch(sla.text):
             raise DecodeError("record.sla_minutes: expected a non-negative integer literal")
-        if int(sla.text) > _U32_MAX:
+        if len(sla.text) > len(str(_U32_MAX)) or int(sla.text) > _U32_MAX:
             raise DecodeError("record.sla_minutes: integer out of range")
         decoded["sla_minutes"] = int(sla.text)
     return decoded

@@ -5,7 +5,9 @@ only known members, free-form numbers as the doubles the reference hashes. This 
 stricter than the reference: anything the reference would silently normalize (sequence
 form, unknown members, ``null`` for an optional member, enum-as-object, repeated names,
 ``false``/``[]`` written out for defaults) is refused, so the stored text is exactly what
-the signatures cover.
+the signatures cover. U+0000 (NUL) is refused in every string and member name outside the
+free-form ``action.fields`` object (the service indexes those strings, and PostgreSQL
+``text`` cannot hold NUL); inside ``fields`` it is kept, and the stored JCS text escapes it.
 """
 
 from __future__ import annotations
@@ -281,7 +283,10 @@ ENVELOPE: Fields = {
 }
 
 _TYPED_INT = re.compile(r"0|[1-9][0-9]*")
+_TYPED_INT_MAX_DIGITS = len(str(2**64 - 1))
 _MAX_EXACT_DOUBLE_INT = 2**53
+_NUL = "\x00"
+_NUL_REFUSED = "U+0000 (NUL) is not allowed outside action.fields"
 
 
 Path = tuple[Any, str | int] | str
@@ -319,6 +324,8 @@ class _Decoder:
                 raise _fail((path, name), "unknown member")
             presence, kind = spec
             if kind is STR and type(member) is str:  # most members: skip the dispatch
+                if _NUL in member:
+                    raise _fail((path, name), _NUL_REFUSED)
                 decoded[name] = member
                 continue
             if member is None and kind is not FREE:
@@ -339,6 +346,8 @@ class _Decoder:
         if tag == "str":
             if not isinstance(value, str):
                 raise _fail(path, "expected a string")
+            if _NUL in value:
+                raise _fail(path, _NUL_REFUSED)
             return value
         if tag == "enum":
             if not isinstance(value, str) or value not in kind[1]:
@@ -356,12 +365,12 @@ class _Decoder:
             if not isinstance(value, bool):
                 raise _fail(path, "expected a boolean")
             return value
-        if tag == "free_object":
+        if tag == "free_object":  # action.fields, the one place NUL is kept
             if not isinstance(value, JsonObject):
                 raise _fail(path, "expected an object")
-            return self.free(value, path)
+            return self.free(value, path, nul_allowed=True)
         if tag == "free":
-            return self.free(value, path)
+            return self.free(value, path, nul_allowed=False)
         if tag == "surface":
             return self.surface(value, path)
         raise AssertionError(f"unknown schema type {tag}")  # pragma: no cover
@@ -369,6 +378,8 @@ class _Decoder:
     def typed_int(self, value: Any, maximum: int, path: Path) -> int:
         if not isinstance(value, JsonNumber) or not _TYPED_INT.fullmatch(value.text):
             raise _fail(path, "expected a non-negative integer literal")
+        if len(value.text) > _TYPED_INT_MAX_DIGITS:  # before int() reads thousands of digits
+            raise _fail(path, "integer out of range")
         number = int(value.text)
         if number > maximum:
             raise _fail(path, "integer out of range")
@@ -376,23 +387,31 @@ class _Decoder:
             self.fast_path_safe = False
         return number
 
-    def free(self, value: Any, path: Path) -> Any:
+    def free(self, value: Any, path: Path, *, nul_allowed: bool) -> Any:
         """A free-form value; numbers become the double the reference hashes.
 
         Integral doubles below 2^53 stay ``int`` (their JCS form is the same digits), so
-        most content keeps the canonicalizer's fast path.
+        most content keeps the canonicalizer's fast path. NUL is refused in names and
+        strings unless ``nul_allowed`` (inside ``action.fields``).
         """
         if isinstance(value, JsonObject):
             decoded: dict[str, Any] = {}
             for name, member in value:
                 if name in decoded:
                     raise _fail((path, name), "repeated member name")
+                if not nul_allowed and _NUL in name:
+                    raise _fail((path, name), _NUL_REFUSED)
                 if not name.isascii() and any(ord(char) > 0xFFFF for char in name):
                     self.fast_path_safe = False
-                decoded[name] = self.free(member, (path, name))
+                decoded[name] = self.free(member, (path, name), nul_allowed=nul_allowed)
             return decoded
         if isinstance(value, list):
-            return [self.free(item, (path, index)) for index, item in enumerate(value)]
+            return [
+                self.free(item, (path, index), nul_allowed=nul_allowed)
+                for index, item in enumerate(value)
+            ]
+        if not nul_allowed and isinstance(value, str) and _NUL in value:
+            raise _fail(path, _NUL_REFUSED)
         if isinstance(value, JsonNumber):
             number = float(value.text)
             if number in (_INFINITY, -_INFINITY):
@@ -435,4 +454,4 @@ def decode_approver_record(value: Any) -> dict[str, Any]:
 
 def free_value(value: Any) -> Any:
     """A parsed free-form JSON value as the reference decodes it (numbers as doubles)."""
-    return _Decoder().free(value, "value")
+    return _Decoder().free(value, "value", nul_allowed=True)

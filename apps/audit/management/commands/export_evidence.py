@@ -1,12 +1,17 @@
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.audit.evidence import evidence_export, parse_window
+from apps.audit.evidence import EvidenceArchive, evidence_export, parse_window
 from apps.common.commands import run_service
 from apps.tenancy.selectors import org_get
+
+
+def _copy(archive: EvidenceArchive, out: IO[bytes]) -> None:
+    for chunk in archive:
+        out.write(chunk)
 
 
 class Command(BaseCommand):
@@ -24,13 +29,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         org = run_service(lambda: org_get(slug=options["org_slug"]))
         window = run_service(lambda: parse_window(options["start"], options["end"]))
-        archive = evidence_export(org=org, window=window)
-        if options["output"] == "-":
-            sys.stdout.buffer.write(archive)
-            sys.stdout.buffer.flush()
-            return
-        try:
-            Path(options["output"]).write_bytes(archive)
-        except OSError as error:
-            raise CommandError(f"cannot write {options['output']}: {error.strerror}") from None
-        self.stderr.write(f"wrote {len(archive)} bytes to {options['output']}")
+        with evidence_export(org=org, window=window) as archive:
+            if options["output"] == "-":
+                _copy(archive, sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+                return
+            try:
+                with Path(options["output"]).open("wb") as out:
+                    _copy(archive, out)
+            except OSError as error:
+                raise CommandError(f"cannot write {options['output']}: {error.strerror}") from None
+            self.stderr.write(f"wrote {archive.size} bytes to {options['output']}")

@@ -125,6 +125,9 @@
 
   const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?:[^\ud800-\udbff]|^)[\udc00-\udfff]/;
 
+  // apps/common/json_text.py: at most 128 nested arrays/objects (serde_json's limit).
+  const MAX_DEPTH = 128;
+  const tooDeep = () => new DecodeError(`nesting deeper than ${MAX_DEPTH} arrays/objects`);
   const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?/y;
 
   function parseJson(text) {
@@ -189,11 +192,11 @@
       return out;
     }
     function value(depth) {
-      if (depth > 900) throw new DecodeError("nesting too deep");
       ws();
       if (i >= n) throw fail("Expecting value");
       const c = text[i];
       if (c === "{") {
+        if (depth >= MAX_DEPTH) throw tooDeep();
         i++;
         const pairs = [];
         ws();
@@ -224,6 +227,7 @@
         }
       }
       if (c === "[") {
+        if (depth >= MAX_DEPTH) throw tooDeep();
         i++;
         const items = [];
         ws();
@@ -319,6 +323,9 @@
   const obj = (fields) => ({ t: "obj", fields: fields });
   const arr = (element) => ({ t: "arr", element: element });
   const STRINGS = arr(STR);
+  // server.md §1: U+0000 is Malformed in every name and string outside action.fields.
+  const NUL = "\u0000";
+  const NUL_REFUSED = "U+0000 (NUL) is not allowed outside action.fields";
 
   const OBSERVED_FACTS = {
     host: [OPT, STR],
@@ -529,6 +536,7 @@
       if (spec === undefined) throw failAt(here, "unknown member");
       const [presence, kind] = spec;
       if (kind === STR && typeof member === "string") {
+        if (member.indexOf(NUL) >= 0) throw failAt(here, NUL_REFUSED);
         decoded[name] = member;
         continue;
       }
@@ -554,6 +562,7 @@
     switch (kind.t) {
       case "str":
         if (typeof value !== "string") throw failAt(path, "expected a string");
+        if (value.indexOf(NUL) >= 0) throw failAt(path, NUL_REFUSED);
         return value;
       case "enum":
         if (typeof value !== "string" || !kind.values.has(value)) throw failAt(path, "not one of the allowed values");
@@ -574,11 +583,11 @@
       case "bool":
         if (typeof value !== "boolean") throw failAt(path, "expected a boolean");
         return value;
-      case "free_object":
+      case "free_object": // action.fields, the one place NUL is kept
         if (!(value instanceof JObj)) throw failAt(path, "expected an object");
-        return decodeFree(value, path);
+        return decodeFree(value, path, true);
       case "free":
-        return decodeFree(value, path);
+        return decodeFree(value, path, false);
       case "surface":
         if (typeof value === "string") {
           if (value !== "tool_description" && value !== "tool_result") {
@@ -592,18 +601,25 @@
     }
   }
 
-  /** A free-form value; numbers become the double the reference hashes. */
-  function decodeFree(value, path) {
+  /** A free-form value; numbers become the double the reference hashes. NUL is refused in
+   * names and strings unless nulAllowed (inside action.fields; server.md §1). */
+  function decodeFree(value, path, nulAllowed) {
     if (value instanceof JObj) {
       const decoded = newObject();
       for (const [name, member] of value.pairs) {
         const here = path.concat([name]);
         if (has(decoded, name)) throw failAt(here, "repeated member name");
-        decoded[name] = decodeFree(member, here);
+        if (!nulAllowed && name.indexOf(NUL) >= 0) throw failAt(here, NUL_REFUSED);
+        decoded[name] = decodeFree(member, here, nulAllowed);
       }
       return decoded;
     }
-    if (Array.isArray(value)) return value.map((item, index) => decodeFree(item, path.concat([index])));
+    if (Array.isArray(value)) {
+      return value.map((item, index) => decodeFree(item, path.concat([index]), nulAllowed));
+    }
+    if (!nulAllowed && typeof value === "string" && value.indexOf(NUL) >= 0) {
+      throw failAt(path, NUL_REFUSED);
+    }
     if (value instanceof JNum) {
       const number = Number(value.text);
       if (!Number.isFinite(number)) throw failAt(path, "number out of range");

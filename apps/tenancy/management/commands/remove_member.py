@@ -1,0 +1,24 @@
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from apps.common.commands import json_line, run_service
+from apps.tenancy.selectors import org_get
+from apps.tenancy.services import membership_remove
+
+
+class Command(BaseCommand):
+    help = (
+        "Take a console user out of an org and end their session tokens (the org's last "
+        "owner stays: make another member owner first)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("org_slug")
+        parser.add_argument("username")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        org = run_service(lambda: org_get(slug=options["org_slug"]))
+        membership = run_service(lambda: membership_remove(org=org, username=options["username"]))
+        removed = {"org": org.slug, "username": options["username"], "role": membership.role}
+        self.stdout.write(json_line(removed))
