@@ -46,7 +46,9 @@ ENTRY_COLUMNS = [
 # Two branches, each an equality on one index, never an OR: a prepared statement's generic
 # plan cannot know the values, and for an OR it may read the org's entries through an index
 # on the org alone, O(entries) per push (tests/receipts/test_append_plans.py).
-_RELATED_COLUMNS = "id, seq, session_seq, action_hash, link_hash, trust_level, claimed_trust_level"
+_RELATED_COLUMNS = (
+    "id, seq, session_seq, action_hash, link_hash, trust_level, claimed_trust_level, session_id"
+)
 _RELATED = (
     f"SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "  # noqa: S608
     "WHERE org_id = %s AND action_hash = %s "
@@ -63,6 +65,20 @@ _ADVANCE_HEAD = (
     f"UPDATE {HEAD_TABLE} SET size = %s, head = %s, month = %s, month_count = %s "  # noqa: S608
     "WHERE org_id = %s"
 )
+
+
+@cache
+def _insert_entries() -> str:
+    """INSERT of any number of entries in one statement (PostgreSQL): one array a column."""
+    arrays = ", ".join(
+        f"%s::{field.db_type(connection)}[]"
+        for field in MirrorEntry._meta.concrete_fields
+        if field.column in ENTRY_COLUMNS
+    )
+    return (
+        f"INSERT INTO {ENTRY_TABLE} ({', '.join(ENTRY_COLUMNS)}, superseded_by) "  # noqa: S608
+        f"SELECT *, '' FROM unnest({arrays})"
+    )
 
 
 @cache
@@ -98,6 +114,14 @@ class RelatedEntry:
     link_hash: str
     trust_level: str
     claimed_trust_level: str
+    session_id: str = ""
+
+
+def _related_params(
+    org_id: int, action_hash: str, session_id: str | None, session_seq: int | None
+) -> list[Any]:
+    return [org_id, action_hash, org_id, session_id, session_seq, (session_seq or 0) - 1,
+            action_hash]  # fmt: skip
 
 
 class AppendStatements:
@@ -123,20 +147,45 @@ class AppendStatements:
         lock = " FOR UPDATE" if self._postgres else ""
         head_cursor = self._send(_LOCK_HEAD + lock, [org_id])
         related_cursor = self._send(
-            _RELATED,
-            [
-                org_id,
-                action_hash,
-                org_id,
-                session_id,
-                session_seq,
-                (session_seq or 0) - 1,
-                action_hash,
-            ],
+            _RELATED, _related_params(org_id, action_hash, session_id, session_seq)
         )
         row = head_cursor.fetchone()
         related = [RelatedEntry(*entry) for entry in related_cursor.fetchall()]
         return (LockedHead(*row) if row else None), related
+
+    def lock_and_read_many(
+        self, *, org_id: int, receipts: list[tuple[str, str | None, int | None]]
+    ) -> tuple[LockedHead | None, list[RelatedEntry]]:
+        """For a batch of (action_hash, session_id, session_seq): lock the org's head row,
+        then read every entry related to any of them, all sent before any answer is read
+        (one round trip on PostgreSQL). One prepared single-receipt read per receipt, not
+        one statement over arrays: the generic plan of an array lookup may read the org's
+        entries through the org-only index (tests/receipts/test_append_plans.py)."""
+        lock = " FOR UPDATE" if self._postgres else ""
+        head_cursor = self._send(_LOCK_HEAD + lock, [org_id])
+        reads = [
+            self._send(_RELATED, _related_params(org_id, action_hash, session_id, session_seq))
+            for action_hash, session_id, session_seq in receipts
+        ]
+        row = head_cursor.fetchone()
+        related = {entry[0]: RelatedEntry(*entry) for read in reads for entry in read.fetchall()}
+        return (LockedHead(*row) if row else None), list(related.values())
+
+    def insert_many_and_advance(
+        self, *, entries: list[dict[str, Any]], head: LockedHead, org_id: int
+    ) -> None:
+        """Insert a batch's entries (in ``seq`` order) and move the head to the last one."""
+        head_values = [head.size, head.head, head.month, head.month_count, org_id]
+        if not self._postgres:
+            for entry in entries:
+                self._send(_insert_entry(), [entry[column] for column in ENTRY_COLUMNS])
+            self._send(_ADVANCE_HEAD, head_values)
+            return
+        columns = [[entry[column] for entry in entries] for column in ENTRY_COLUMNS]
+        self._send(
+            f"WITH inserted AS ({_insert_entries()} RETURNING 1) {_ADVANCE_HEAD}",
+            columns + head_values,
+        )
 
     def create_head(self, *, org_id: int) -> None:
         """The head row of an org's first append, racing safely with another first one."""

@@ -109,38 +109,86 @@ def receipt_append_batch(
 ) -> list[BatchResult]:
     """Append verified receipts in order under ONE head lock: one result per item.
 
-    Each item goes through exactly the single-append logic (duplicate, session continuity,
-    quota), so an item refused by the chain or the quota does not stop the others; its
-    refusal is returned in its place. The entries appended by one batch are contiguous in
-    the org's chain, in the order of ``items``. A receipt given twice is a duplicate the
-    second time. The refusals are raised before anything is written for that item, so
-    the transaction stays usable after one.
+    Each item is decided exactly as a single append is (duplicate, session continuity,
+    quota) against what the org already holds and what the batch appended before it, so an
+    item refused by the chain or the quota does not stop the others; its refusal is
+    returned in its place. The entries appended by one batch are contiguous in the org's
+    chain, in the order of ``items``. A receipt given twice is a duplicate the second time.
+    The whole batch costs one lock-and-read round trip (each receipt's related-entries read
+    pipelined behind the lock) and one multi-row insert that also moves the head once: the
+    refusals are decided before anything is written.
     """
     if not items:
         return []
     now = timezone.now()
     results: list[BatchResult] = []
+    keys = [tuple(_related_keys(item.receipt).values()) for item in items]
     with append_transaction() as sql:
+        head, related = sql.lock_and_read_many(org_id=org.pk, receipts=keys)
+        if head is None:
+            sql.create_head(org_id=org.pk)
+            head, related = sql.lock_and_read_many(org_id=org.pk, receipts=keys)
+            assert head is not None
+        known = _RelatedIndex(related)
+        entries: list[dict[str, Any]] = []
         for item in items:
             try:
-                outcome = _append_locked(
-                    sql,
-                    org=org,
-                    receipt=item.receipt,
-                    digest=receipt_digest(item.receipt.stored_text),
-                    trust_level=item.trust_level,
-                    supersedes_action_hash=None,
-                    api_key=api_key,
-                    now=now,
-                )
+                planned = _plan_append(
+                    org=org, head=head, related=known.for_receipt(item.receipt),
+                    receipt=item.receipt, digest=receipt_digest(item.receipt.stored_text),
+                    trust_level=item.trust_level, supersedes_action_hash=None,
+                    api_key=api_key, now=now,
+                )  # fmt: skip
             except (ChainConstraint, QuotaExceeded) as refusal:
                 results.append(refusal)
-            else:
-                results.append(outcome)
-    count = sum(isinstance(r, AppendOutcome) and r.appended for r in results)
-    if count:
+                continue
+            if isinstance(planned, AppendOutcome):
+                results.append(planned)
+                continue
+            entry, head = planned
+            entries.append(entry)
+            known.add(entry)
+            results.append(_appended(entry))
+        if entries:
+            sql.insert_many_and_advance(entries=entries, head=head, org_id=org.pk)
+    if entries:
+        count = len(entries)
         transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))
     return results
+
+
+class _RelatedIndex:
+    """The entries a batch's receipts relate to, by action hash and by session position,
+    including the ones the batch itself appends (not yet in the database)."""
+
+    def __init__(self, entries: list[RelatedEntry]) -> None:
+        self._by_hash: dict[str, RelatedEntry] = {}
+        self._by_position: dict[tuple[str, int], list[RelatedEntry]] = {}
+        for entry in entries:
+            self._index(entry)
+
+    def _index(self, entry: RelatedEntry) -> None:
+        self._by_hash.setdefault(entry.action_hash, entry)
+        if entry.session_id and entry.session_seq is not None:
+            self._by_position.setdefault((entry.session_id, entry.session_seq), []).append(entry)
+
+    def add(self, entry: dict[str, Any]) -> None:
+        appended = RelatedEntry(
+            entry_id=-entry["seq"], seq=entry["seq"], session_seq=entry["session_seq"],
+            action_hash=entry["action_hash"], link_hash=entry["link_hash"],
+            trust_level=entry["trust_level"], claimed_trust_level=entry["claimed_trust_level"],
+            session_id=entry["session_id"],
+        )  # fmt: skip
+        self._index(appended)
+
+    def for_receipt(self, receipt: DecodedReceipt) -> list[RelatedEntry]:
+        found = []
+        if receipt.action_hash in self._by_hash:
+            found.append(self._by_hash[receipt.action_hash])
+        if receipt.session_id and receipt.seq is not None:
+            for seq in (receipt.seq, receipt.seq - 1):
+                found += self._by_position.get((receipt.session_id, seq), [])
+        return found
 
 
 def _related_keys(receipt: DecodedReceipt) -> dict[str, Any]:

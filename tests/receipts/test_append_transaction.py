@@ -101,6 +101,48 @@ def test_a_batch_is_one_pipelined_transaction_in_array_order(in_acme) -> None:
     assert mirror_chain_check(org=in_acme).ok
 
 
+def test_a_batch_locks_once_and_inserts_and_moves_the_head_once(in_acme, monkeypatch) -> None:
+    """One lock, one related-entries read per receipt (pipelined behind it) and one
+    multi-row insert that moves the head once, whatever the batch's size: the head row is
+    updated once a batch, not once a receipt."""
+    sent: list[str] = []
+    real = append_sql.AppendStatements._send
+
+    def counting(self, sql, params):
+        sent.append(sql.split()[0])
+        return real(self, sql, params)
+
+    monkeypatch.setattr(append_sql.AppendStatements, "_send", counting)
+    agent = Agent()
+    session = agent.session("batch-size", 61)
+    receipt_append_batch(org=in_acme, items=[verified(session[0])])  # the org's head row
+    sent.clear()
+    receipt_append_batch(org=in_acme, items=[verified(r) for r in session[1:11]])
+    small = list(sent)
+    sent.clear()
+    results = receipt_append_batch(org=in_acme, items=[verified(r) for r in session[11:]])
+    assert small == ["SELECT"] * 11 + ["WITH"]
+    assert sent == ["SELECT"] * 51 + ["WITH"]
+    assert [r.seq for r in results] == list(range(12, 62))
+    assert MirrorHead.objects.get(org=in_acme).size == 61
+    assert mirror_chain_check(org=in_acme).ok
+
+
+def test_a_batch_decides_each_receipt_against_the_ones_before_it(in_acme) -> None:
+    agent = Agent()
+    session = agent.session("in-batch", 4)
+    fork = Agent().session("in-batch", 4)[2]  # another receipt at seq 2 of the same session
+    results = receipt_append_batch(
+        org=in_acme, items=[verified(r) for r in [*session[:3], fork, session[1], session[3]]]
+    )
+    assert [type(r).__name__ for r in results] == [
+        "AppendOutcome", "AppendOutcome", "AppendOutcome", "ChainConstraint",
+        "AppendOutcome", "AppendOutcome",
+    ]  # fmt: skip
+    assert [r.seq for r in results if not isinstance(r, ChainConstraint)] == [1, 2, 3, 2, 4]
+    assert mirror_chain_check(org=in_acme).ok
+
+
 def test_a_supersede_over_http_marks_the_old_entry(cast, agent, approver_key) -> None:
     """The supersede path reads and updates through the ORM inside the pipeline."""
     pusher = Pusher(APIClient(), cast.acme_key.secret)
