@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Where `make run` serves: `make run HOST=127.0.0.1:8001` (or 0.0.0.0:8000 to be reached
+# from other machines: add the name to ALLOWED_HOSTS). Checked free before anything runs.
 HOST ?= 127.0.0.1:8000
 
 .PHONY: run test lint typecheck checks pytest bench clean
@@ -16,7 +18,9 @@ $(VENV)/.installed: requirements/base.txt requirements/dev.txt
 
 run: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py bootstrap_demo --console-url http://$(HOST)/admin/
+	$(PY) manage.py bootstrap_demo --bind $(HOST)
+	@echo
+	@echo "Countersign is starting on http://$(HOST)/ (Ctrl-C stops it)."
 	$(PY) manage.py runserver $(HOST)
 
 lint: $(VENV)/.installed
@@ -44,3 +48,13 @@ bench: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# Full-page screenshots of every console screen, signed in as an owner over demo data, for
+# review: written to screenshots/ (git-ignored). Needs /usr/bin/chromium.
+SCREENSHOTS ?= screenshots
+.PHONY: screenshots
+screenshots: $(VENV)/.installed
+	rm -rf $(SCREENSHOTS)
+	CONSOLE_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(VENV)/bin/pytest -q -p no:cacheprovider \
+		tests/console/test_console_browser.py -k screenshots
+	@echo "screenshots written to $(SCREENSHOTS)/"

@@ -13,7 +13,10 @@ def main() -> None:
     os.environ.setdefault("ORG_CONTEXT_DEFAULT", "none" if serving else "all")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    from config.startup import exit_on_bad_configuration
+
+    # A bad setting or an unreachable DATABASE_URL: one line naming it, exit 2.
+    exit_on_bad_configuration(lambda: execute_from_command_line(sys.argv))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import ipaddress
 import os
 from pathlib import Path
 from typing import Any, overload
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -118,6 +118,18 @@ def with_postgres_timeouts(
     return merged
 
 
+def redacted_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (safe to print and log)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return url
+
+
 def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     """Turn ``DATABASE_URL`` into a Django ``DATABASES`` entry.
 
@@ -125,11 +137,16 @@ def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     ``?options`` such as ``sslmode``), ``sqlite:///relative/path`` (relative to the project
     root) and ``sqlite:////absolute/path``.
     """
-    parts = urlsplit(url)
+    shown = redacted_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        raise ImproperlyConfigured(f"DATABASE_URL {shown!r} is not a valid URL: {error}.") from None
     if parts.scheme in ("postgres", "postgresql"):
         name = unquote(parts.path.lstrip("/"))
         if not name:
-            raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no database.")
+            raise ImproperlyConfigured(f"DATABASE_URL {shown!r} names no database.")
         options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         return {
             "ENGINE": "django.db.backends.postgresql",
@@ -137,17 +154,17 @@ def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
-            "PORT": str(parts.port or ""),
+            "PORT": str(port or ""),
             "OPTIONS": options,
         }
     if parts.scheme == "sqlite":
         if parts.netloc:
             raise ImproperlyConfigured(
-                f"DATABASE_URL {url!r}: use sqlite:///relative or sqlite:////absolute."
+                f"DATABASE_URL {shown!r}: use sqlite:///relative or sqlite:////absolute."
             )
         raw_path = unquote(parts.path)
         if raw_path in ("", "/"):
-            raise ImproperlyConfigured(f"DATABASE_URL {url!r} names no SQLite file.")
+            raise ImproperlyConfigured(f"DATABASE_URL {shown!r} names no SQLite file.")
         # sqlite:///x -> path "/x" (relative); sqlite:////x -> path "//x" (absolute)
         relative = raw_path[1:]
         path = Path(relative) if relative.startswith("/") else base_dir / relative

@@ -8,6 +8,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from apps.approvals.models import Approval, ApproverKey
 from apps.approvals.services import (
@@ -107,24 +109,95 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
 class ApprovalAdmin(OrgScopedAdmin[Approval]):
     """The approval queue: read-only here; votes are signed on the approvers' devices."""
 
-    list_display = ["approval_id", "org", "status", "waiting_for", "threshold", "approved_count",
-                    "rule_id", "workflow", "flag", "created_at", "expires_at",
-                    "resolved_at"]  # fmt: skip
+    # Readable at 1366 px: the org is a filter; the dates are on the approval's page.
+    list_display = ["approval_id", "status", "waiting_for", "votes_shown", "rule_id", "workflow",
+                    "opened", "links"]  # fmt: skip
+    search_help_text = "Searches approval id, rule, workflow, and full action or ticket hash."
+    change_list_template = "admin/approvals/approval/change_list.html"
     list_filter = ["status", OrgFilter, "flag"]
     search_fields = ["approval_id", "action_hash", "ticket_hash", "rule_id", "workflow"]
-    readonly_fields = ["approval_id", "org", "action_hash", "ticket_hash", "status",
+    readonly_fields = ["approval_id", "org", "receipt_link", "sign_link", "action_hash",
+                       "ticket_hash", "status",
                        "waiting_for", "threshold", "roster_shown", "rule_id", "workflow",
-                       "account", "context", "approved_count", "expires_at", "on_timeout", "flag",
+                       "account", "context_shown", "producer_keys_shown", "approved_count",
+                       "expires_at", "on_timeout", "flag",
                        "routing_hint", "created_at", "resolved_at",
                        "votes_and_history"]  # fmt: skip
     exclude = ["suspended_content", "access_token_digest", "provisional", "roster",
-               "roster_frozen_at"]  # fmt: skip
+               "roster_frozen_at", "context", "producer_keys"]  # fmt: skip
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Approval | None = None) -> bool:
         return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        """The queue keeps the recently decided approvals beside the pending ones."""
+        decided = (
+            self.get_queryset(request)
+            .exclude(status="pending")
+            .filter(resolved_at__isnull=False)
+            .order_by("-resolved_at")[:10]
+        )
+        context = {"recently_decided": list(decided), **(extra_context or {})}
+        return super().changelist_view(request, context)
+
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any], *args: Any,
+                           **kwargs: Any) -> Any:  # fmt: skip
+        obj = context.get("original")
+        if obj is not None:
+            context["title"] = f"Approval {obj.approval_id}"  # a record, not a change
+        return super().render_change_form(request, context, *args, **kwargs)
+
+    @admin.display(description="Context")
+    def context_shown(self, obj: Approval) -> str:
+        """The display context (matched conditions, scope) as lines of text, not JSON."""
+        return _as_lines(obj.context) or "-"
+
+    @admin.display(description="Producer keys")
+    def producer_keys_shown(self, obj: Approval) -> str:
+        return "\n".join(str(key) for key in obj.producer_keys or []) or "-"
+
+    @admin.display(description="Links")
+    def links(self, obj: Approval) -> str:
+        """Its receipt and its signing page."""
+        return format_html(
+            '<span class="whitespace-nowrap">{} · {}</span>',
+            self.receipt_link(obj), self.sign_link(obj),
+        )  # fmt: skip
+
+    @admin.display(description="Opened", ordering="created_at")
+    def opened(self, obj: Approval) -> str:
+        return format_html(
+            '<span class="whitespace-nowrap">{}</span>', f"{obj.created_at:%Y-%m-%d %H:%M}"
+        )
+
+    @admin.display(description="Votes")
+    def votes_shown(self, obj: Approval) -> str:
+        return f"{obj.approved_count} of {obj.threshold}"
+
+    @admin.display(description="Receipt")
+    def receipt_link(self, obj: Approval) -> str:
+        from apps.receipts.models import MirrorEntry
+
+        entry = (
+            MirrorEntry.objects.filter(org_id=obj.org_id, action_hash=obj.action_hash)
+            .only("pk", "seq")
+            .first()
+        )
+        if entry is None:
+            return "receipt not pushed yet"
+        url = reverse("admin:receipts_mirrorentry_change", args=[entry.pk])
+        return format_html('<a class="text-primary-600" href="{}">receipt #{}</a>', url, entry.seq)
+
+    @admin.display(description="Signing page")
+    def sign_link(self, obj: Approval) -> str:
+        url = reverse("console-approval", args=[obj.approval_id])
+        label = "sign" if obj.status == "pending" else "view"
+        return format_html('<a class="text-primary-600" href="{}">{}</a>', url, label)
 
     @admin.display(description="Waiting for")
     def waiting_for(self, obj: Approval) -> str:
@@ -141,7 +214,8 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     @admin.display(description="Roster")
     def roster_shown(self, obj: Approval) -> str:
-        roster = approval_roster(obj)
+        labels = _key_labels(obj.org_id)
+        roster = [f"{labels.get(key, 'unlabelled key')}: {key}" for key in approval_roster(obj)]
         state = (
             f"frozen at the first vote, {obj.roster_frozen_at:%Y-%m-%d %H:%M:%S}"
             if obj.roster_frozen_at
@@ -152,7 +226,8 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
     @admin.display(description="Votes and history")
     def votes_and_history(self, obj: Approval) -> str:
         votes = [
-            f"{vote.voted_at:%Y-%m-%d %H:%M:%S} {vote.approver_public_key} {vote.decision}"
+            f"{vote.voted_at:%Y-%m-%d %H:%M:%S} {vote.decision} by "
+            f"{vote.approver_key.label or vote.approver_key.key_id} ({vote.approver_public_key})"
             + (" with its co-signed leg" if vote.record else " (no leg yet)")
             + (" (key since revoked)" if vote.approver_key.revoked_at else "")
             + (f": {vote.reason}" if vote.reason else "")
@@ -164,6 +239,33 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
             for event in obj.events.all()
         ]
         return "\n".join([*votes, *events]) or "-"
+
+
+def _as_lines(value: Any, indent: str = "") -> str:
+    if isinstance(value, dict):
+        return "\n".join(
+            f"{indent}{name}:\n{_as_lines(item, indent + '  ')}"
+            if isinstance(item, (dict, list)) and item
+            else f"{indent}{name}: {_as_lines(item)}"
+            for name, item in value.items()
+        )
+    if isinstance(value, list):
+        if all(isinstance(item, dict) for item in value):
+            return "\n".join(
+                f"{indent}- " + ", ".join(f"{k} {v}" for k, v in item.items()) for item in value
+            )
+        return ", ".join(str(item) for item in value)
+    return "" if value is None else str(value)
+
+
+def _key_labels(org_id: int) -> dict[str, str]:
+    """Public key -> "label (key id)" for the org's approver keys, revoked ones too."""
+    return {
+        public: f"{label} ({key_id})" if label else key_id
+        for public, label, key_id in ApproverKey.objects.filter(org_id=org_id).values_list(
+            "public_key", "label", "key_id"
+        )
+    }
 
 
 def _event_detail(detail: dict[str, Any]) -> str:

@@ -10,10 +10,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
+from unfold.admin import ModelAdmin as UnfoldModelAdmin
+from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationForm
 
 
 @admin.register(LogEntry)
-class ConsoleLogAdmin(admin.ModelAdmin[LogEntry]):
+class ConsoleLogAdmin(UnfoldModelAdmin, admin.ModelAdmin[LogEntry]):
     list_display = ["action_time", "user", "content_type", "object_repr", "action_flag",
                     "change_message"]  # fmt: skip
     list_filter = ["action_flag", "content_type"]
@@ -48,9 +50,13 @@ admin.site.unregister(User)
 
 
 @admin.register(User)
-class ConsoleUserAdmin(UserAdmin):  # type: ignore[type-arg]
+class ConsoleUserAdmin(UserAdmin, UnfoldModelAdmin):  # type: ignore[type-arg]
     """Users are deactivated, never deleted: deleting one would take their admin log
     entries with it (the log's user column cascades)."""
+
+    form = UserChangeForm
+    add_form = UserCreationForm
+    change_password_form = AdminPasswordChangeForm
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

@@ -843,7 +843,7 @@ class TeamPathApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-u
 
 _INFO = {
     "keyscoped": {
-        "title": "heso mirror: key-scoped profile",
+        "title": "Countersign: key-scoped profile",
         "description": (
             "Receipt mirror, policy and human approvals; the org is resolved from the API "
             "key. SDK plane: API key (`x-api-key` or `Authorization: Bearer`), scoped. "
@@ -852,7 +852,7 @@ _INFO = {
         ),
     },
     "teampath": {
-        "title": "heso mirror: team-path profile",
+        "title": "Countersign: team-path profile",
         "description": (
             "Policy per team, receipts to an outbox (with a batch route), approvals keyed by "
             "id. Every request carries `Authorization: Bearer <API key>`. Every non-2xx body "

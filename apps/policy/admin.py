@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -60,12 +62,20 @@ def validated_toml(toml: str) -> str:
     return toml
 
 
+def example_policy_toml() -> str:
+    """The deploy form's starting text: the shipped example (deploy/examples/policy.toml)."""
+    try:
+        return (Path(settings.BASE_DIR) / "deploy" / "examples" / "policy.toml").read_text()
+    except OSError:
+        return ""
+
+
 class PolicyDeployForm(forms.ModelForm[PolicyVersion]):
     """Validated exactly as ``POST /v1/policy``: a parse error or a floor bypass is shown
     inline on the TOML, naming the rule."""
 
     toml = forms.CharField(widget=forms.Textarea(attrs={"rows": 24, "cols": 100}), strip=False,
-                           required=False)  # fmt: skip
+                           required=False, initial=example_policy_toml)  # fmt: skip
 
     class Meta:
         model = PolicyVersion

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.apps import apps as django_apps
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import (
@@ -106,10 +107,34 @@ def choices_filter(field: str, label: str, values: tuple[str, ...]) -> type[admi
 
 
 KindFilter = choices_filter("kind", "kind", LIFECYCLE_KINDS)
+
+
+def _content(entry: MirrorEntry) -> dict[str, Any]:
+    try:
+        content = json.loads(entry.receipt)["content"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+def copyable_hash(value: str) -> str:
+    """A hash shortened to 12 characters, the full one on hover, with a copy button."""
+    if not value:
+        return "-"
+    return format_html(
+        '<span class="whitespace-nowrap"><code title="{}">{}…</code> '
+        '<button type="button" class="copy-button text-primary-600" data-copy="{}" '
+        'title="Copy the full hash" aria-label="Copy the full hash" '
+        "onclick=\"navigator.clipboard&&navigator.clipboard.writeText(this.dataset.copy);"
+        "this.textContent='copied'\">copy</button></span>",
+        value, value[:12], value,
+    )  # fmt: skip
+
+
 DecisionFilter = choices_filter("decision_path", "policy decision", DECISION_PATHS)
 VerbFilter = choices_filter("verb", "verb", VERBS)
 
-DETAIL_FIELDS = ("readable", "org", "seq", "action_hash", "kind", "trust_level",
+DETAIL_FIELDS = ("readable", "links", "org", "seq", "action_hash", "kind", "trust_level",
                  "claimed_trust_level",
                  "supersedes_action_hash", "superseded_by", "prev_chain_hash", "chain_hash",
                  "receipt_digest", "received_at", "api_key", "session_id", "session_seq",
@@ -118,10 +143,17 @@ DETAIL_FIELDS = ("readable", "org", "seq", "action_hash", "kind", "trust_level",
 
 @admin.register(MirrorEntry)
 class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
-    list_display = ["seq", "org", "action_hash", "kind", "trust_level", "verb", "workflow",
-                    "decision_path", "agent_identity", "superseded_by", "received_at"]  # fmt: skip
+    # Readable at 1366 px: what an operator looks for, the hash shortened (full on hover, copy).
+    list_display = ["seq", "received_when", "agent_shown", "action_shown", "decision_shown",
+                    "trust_shown", "kind", "hash_short"]  # fmt: skip
+    list_display_links = ["seq"]
     list_filter = [OrgFilter, "trust_level", KindFilter, DecisionFilter, VerbFilter, "received_at"]
-    search_fields = ["=action_hash", "agent_identity", "workflow", "rule_id", "session_id"]
+    # The tool name lives in the receipt's text (action.tool_name): an icontains over it.
+    search_fields = ["=action_hash", "agent_identity", "workflow", "receipt", "rule_id",
+                     "session_id"]  # fmt: skip
+    search_help_text = (
+        "Searches tool, workflow, agent, rule, session id, and the full action hash (exact)."
+    )
     date_hierarchy = "received_at"
     ordering = ["org", "-seq"]
     actions = ["reverify_selected"]
@@ -155,6 +187,83 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
         self.message_user(request, str(result), messages.SUCCESS if result.ok else messages.ERROR)
         self.log_change(request, entry, f"Re-verified: {result}")
         return HttpResponseRedirect(reverse("admin:receipts_mirrorentry_change", args=[entry.pk]))
+
+    @admin.display(description="Received", ordering="received_at")
+    def received_when(self, obj: MirrorEntry) -> str:
+        return format_html(
+            '<span class="whitespace-nowrap" title="{}">{}</span>',
+            obj.received_at.isoformat(), f"{obj.received_at:%Y-%m-%d %H:%M}",
+        )  # fmt: skip
+
+    @admin.display(description="Agent", ordering="agent_identity")
+    def agent_shown(self, obj: MirrorEntry) -> str:
+        """The agent's identity (its operator key), shortened; the full one on hover."""
+        identity = obj.agent_identity
+        if len(identity) <= 16:
+            return identity or "-"
+        return format_html('<code title="{}">{}…</code>', identity, identity[:10])
+
+    @admin.display(description="Action")
+    def action_shown(self, obj: MirrorEntry) -> str:
+        action = _content(obj).get("action") or {}
+        what = action.get("tool_name") or action.get("target_host") or ""
+        text = f"{obj.verb} {what}".strip()
+        return f"{text} · {obj.workflow}" if obj.workflow else text
+
+    @admin.display(description="Policy decision", ordering="decision_path")
+    def decision_shown(self, obj: MirrorEntry) -> str:
+        return obj.decision_path or "-"
+
+    @admin.display(description="Trust", ordering="trust_level")
+    def trust_shown(self, obj: MirrorEntry) -> str:
+        claimed = obj.claimed_trust_level
+        if claimed and claimed != obj.trust_level:
+            return f"{obj.trust_level} (claimed {claimed})"
+        return obj.trust_level
+
+    @admin.display(description="Hash")
+    def hash_short(self, obj: MirrorEntry) -> str:
+        return copyable_hash(obj.action_hash)
+
+    @admin.display(description="Links")
+    def links(self, obj: MirrorEntry) -> str:
+        """Session neighbours, chain predecessor (and successor), the approval it opened."""
+        # approvals sits a floor above receipts: its model by name, not by import.
+        approval_model = django_apps.get_model("approvals", "Approval")
+        entries = MirrorEntry.objects.filter(org_id=obj.org_id)
+        rows: list[tuple[str, str, str]] = []
+
+        def entry_row(label: str, entry: MirrorEntry | None) -> None:
+            if entry is not None:
+                url = reverse("admin:receipts_mirrorentry_change", args=[entry.pk])
+                rows.append((label, url, f"#{entry.seq} {entry.verb} {entry.action_hash[:12]}…"))
+
+        entry_row("Chain predecessor", entries.filter(seq=obj.seq - 1).first())
+        entry_row("Chain successor", entries.filter(seq=obj.seq + 1).first())
+        if obj.session_id and obj.session_seq is not None:
+            session = entries.filter(session_id=obj.session_id)
+            entry_row(
+                "Session previous",
+                session.filter(session_seq__lt=obj.session_seq).order_by("-session_seq").first(),
+            )
+            entry_row(
+                "Session next",
+                session.filter(session_seq__gt=obj.session_seq).order_by("session_seq").first(),
+            )
+            url = reverse("admin:receipts_mirrorentry_changelist")
+            rows.append(("Whole session", f"{url}?q={obj.session_id}", obj.session_id))
+        approval = approval_model.objects.filter(
+            org_id=obj.org_id, action_hash=obj.action_hash
+        ).first()
+        if approval is not None:
+            url = reverse("admin:approvals_approval_change", args=[approval.pk])
+            rows.append(("Approval", url, f"{approval.approval_id} ({approval.status})"))
+        if not rows:
+            return "none: the first receipt of its chain, outside any session"
+        return format_html(
+            '<ul class="receipt-links">{}</ul>',
+            format_html_join("", '<li>{}: <a class="text-primary-600" href="{}">{}</a></li>', rows),
+        )
 
     @admin.display(description="Receipt")
     def readable(self, obj: MirrorEntry) -> str:

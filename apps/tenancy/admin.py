@@ -157,7 +157,8 @@ class ApiKeyIssueForm(forms.ModelForm[ApiKey]):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
-    list_display = ["prefix", "org", "label", "scopes", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["prefix", "org", "label", "scopes_shown", "created_at", "last_used_at",
+                    "revoked_at"]  # fmt: skip
     list_filter = [OrgFilter, "revoked_at"]
     search_fields = ["prefix", "label", "org__slug"]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
@@ -173,12 +174,17 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
         if obj is None:
             return ("org", "label", "scopes")
-        return ("org", "label", "prefix", "scopes", "created_at", "last_used_at", "revoked_at")
+        return ("org", "label", "prefix", "scopes_shown", "created_at", "last_used_at",
+                "revoked_at")  # fmt: skip
 
     def get_readonly_fields(
         self, request: HttpRequest, obj: ApiKey | None = None
     ) -> tuple[str, ...]:
         return () if obj is None else self.get_fields(request, obj)
+
+    @admin.display(description="Scopes")
+    def scopes_shown(self, obj: ApiKey) -> str:
+        return ", ".join(obj.scopes or []) or "none"
 
     def has_change_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
         # A key is issued, revoked or rotated (the actions), never edited.

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from unfold.admin import ModelAdmin as UnfoldModelAdmin
 
 from apps.common.errors import DomainError
 from apps.tenancy.models import Membership, Org, Role
@@ -82,8 +83,9 @@ class OrgFilter(admin.SimpleListFilter):
         super().__init__(request, params, model, model_admin)
 
 
-class OrgScopedAdmin(admin.ModelAdmin[M], Generic[M]):
-    """Membership-based permissions for a model with an ``org`` (``org_lookup``)."""
+class OrgScopedAdmin(UnfoldModelAdmin, admin.ModelAdmin[M], Generic[M]):
+    """Membership-based permissions for a model with an ``org`` (``org_lookup``), on the
+    console's theme (django-unfold's ModelAdmin)."""
 
     org_lookup = "org_id"
     write_role = Role.MANAGER

@@ -1,4 +1,4 @@
-"""The console's admin site: Django's, with its sign-in throttled.
+"""The console's admin site: Django's, themed by django-unfold, with its sign-in throttled.
 
 Failed sign-ins are counted per client address and per username
 (``apps.tenancy.credential_limits``); a POST to the login page past either limit is
@@ -10,16 +10,33 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
-from django.contrib import admin
+from django.conf import settings
 from django.contrib.admin.apps import AdminConfig
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
+from unfold.sites import UnfoldAdminSite
 
 from apps.tenancy.credential_limits import seconds_locked
 
 
-class ConsoleAdminSite(admin.AdminSite):
+class ConsoleAdminSite(UnfoldAdminSite):
+    site_title = settings.PRODUCT_NAME
+    site_header = settings.PRODUCT_NAME
+    index_title = "Console"
+    site_url = "/"
+
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        """The index, with a link to each visible org's dashboard above the app list."""
+        from apps.tenancy.admin_access import member_roles
+        from apps.tenancy.models import Org
+
+        orgs = Org.objects.order_by("slug")
+        if not request.user.is_superuser:
+            orgs = orgs.filter(pk__in=list(member_roles(request)))
+        context = {"org_dashboards": list(orgs[:50]), **(extra_context or {})}
+        return super().index(request, context)
+
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         if request.method == "POST":
             wait = seconds_locked(request, username=request.POST.get("username", ""))

@@ -38,7 +38,10 @@ ROOT_URLCONF = f"config.urls.{API_PROFILE}"
 WSGI_APPLICATION = "config.wsgi.application"
 
 INSTALLED_APPS = [
-    # The console: Django's admin on a site whose sign-in is throttled (apps.tenancy.admin_site).
+    # The console's theme (django-unfold), before the admin so its templates win; its basic
+    # config, as the site is ours: Django's admin on a site whose sign-in is throttled
+    # (apps.tenancy.admin_site).
+    "unfold.apps.BasicAppConfig",
     "apps.tenancy.admin_site.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -179,8 +182,23 @@ REST_FRAMEWORK = {
 # The OpenAPI 3 document of the deployment's profile at /v1/schema, Swagger UI at /v1/docs
 # with its assets from our own static files (no CDN). apps/common/openapi.py finishes the
 # document per profile.
+PRODUCT_NAME = "Countersign"
+PRODUCT_TAGLINE = "a self-hostable control plane for AI-agent governance; works with the heso SDK"
+
+# The console's theme (django-unfold): the product's name, and the sidebar's own navigation.
+UNFOLD = {
+    "SITE_TITLE": PRODUCT_NAME,
+    "SITE_HEADER": PRODUCT_NAME,
+    "SITE_SUBHEADER": "works with the heso SDK",
+    "SITE_SYMBOL": "verified",
+    "SHOW_HISTORY": True,
+    "SHOW_VIEW_ON_SITE": True,
+    "SIDEBAR": {"show_search": False, "show_all_applications": True},
+}
+
 SPECTACULAR_SETTINGS = {
-    "TITLE": "heso mirror",
+    "TITLE": "Countersign",
+    "DESCRIPTION": f"{PRODUCT_TAGLINE[0].upper()}{PRODUCT_TAGLINE[1:]}.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -317,3 +335,7 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
 }
+
+# Local files of this checkout that are not configuration: the demo's secrets (`make run`,
+# manage.py bootstrap_demo) and the receipt its printed curl pushes. Ignored by git.
+LOCAL_DATA_DIR = Path(env_str("LOCAL_DATA_DIR", str(BASE_DIR / "local-data")))

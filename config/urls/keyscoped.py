@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 from django.urls import path
+from django.views.generic import RedirectView
 
 from apps.analytics.apis import AnalyticsApi
 from apps.approvals.apis import (
@@ -21,6 +22,8 @@ from apps.receipts.apis import ReceiptPushApi
 from apps.tenancy.apis import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
 
 urlpatterns = [
+    # The service has no home page of its own: the root leads to the console.
+    path("", RedirectView.as_view(url="/admin/", permanent=False), name="home"),
     path("admin/", admin.site.urls),
     path("healthz", HealthzApi.as_view(), name="healthz"),
     path("readyz", ReadyzApi.as_view(), name="readyz"),

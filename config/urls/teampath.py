@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 from django.urls import path
+from django.views.generic import RedirectView
 
 from apps.approvals.teampath_apis import (
     ApprovalOpenApi,
@@ -16,6 +17,8 @@ from apps.policy.teampath_apis import TeamPolicyApi
 from apps.receipts.teampath_apis import ReceiptBatchPushApi, ReceiptPushApi
 
 urlpatterns = [
+    # The service has no home page of its own: the root leads to the console.
+    path("", RedirectView.as_view(url="/admin/", permanent=False), name="home"),
     path("admin/", admin.site.urls),
     path("healthz", HealthzApi.as_view(), name="healthz"),
     path("readyz", ReadyzApi.as_view(), name="readyz"),

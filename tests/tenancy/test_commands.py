@@ -84,18 +84,3 @@ def test_add_member_changes_an_existing_role(cast):
     membership = Membership.objects.get(user__username="acme-viewer", org=cast.acme)
     assert membership.role == "manager"
     assert Membership.objects.filter(user__username="acme-viewer").count() == 1
-
-
-def test_bootstrap_demo_prints_a_working_key_and_login():
-    lines = run("bootstrap_demo")
-    key_line = next(line for line in lines if line.startswith("API key:"))
-    secret = key_line.split(":", 1)[1].strip()
-    assert api_key_authenticate(presented=secret) is not None
-    login = next(line for line in lines if line.startswith("console login:"))
-    username, password = login.split(":", 1)[1].strip().split(" / ")
-    assert get_user_model().objects.get(username=username).check_password(password)
-
-
-def test_bootstrap_demo_prints_the_console_url_it_was_given():
-    lines = run("bootstrap_demo", "--console-url", "http://127.0.0.1:8777/admin/")
-    assert "console:        http://127.0.0.1:8777/admin/" in lines

@@ -1,0 +1,130 @@
+"""A bad configuration stops manage.py and the WSGI start with one line naming it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+BASE_DIR = Path(settings.BASE_DIR)
+SECRET = "s" * 60
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "MIGRATION_DATABASE_URL", "DJANGO_SECRET_KEY", "DEBUG")
+    }
+    environ.update(env)
+    return subprocess.run(
+        argv, cwd=BASE_DIR, env=environ, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    return run([sys.executable, "manage.py", *args], **env)
+
+
+def wsgi(**env: str) -> subprocess.CompletedProcess[str]:
+    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
+    env.setdefault("ALLOWED_HOSTS", "mirror.example.com")
+    return run([sys.executable, "-W", "ignore", "-c", "import config.wsgi"], **env)
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("database_url", "named"),
+    [
+        ("mysql://u@127.0.0.1/x", "DATABASE_URL scheme 'mysql'"),
+        ("postgres://u:hunter2@127.0.0.1:notaport/x", "DATABASE_URL"),
+        ("postgres://u:hunter2@127.0.0.1:5432/", "names no database"),
+        ("sqlite://host/db.sqlite3", "sqlite:///relative"),
+    ],
+)
+def test_a_malformed_database_url_is_one_line(database_url, named):
+    result = manage("check", DATABASE_URL=database_url)
+    assert result.returncode != 0
+    line = one_line(result)
+    assert line.startswith("Countersign cannot start:")
+    assert named in line
+    assert "hunter2" not in result.stderr
+
+
+def test_an_unreachable_postgres_is_one_line_naming_database_url():
+    url = f"postgres://u:hunter2@127.0.0.1:{closed_port()}/x"
+    result = manage("migrate", "--noinput", DATABASE_URL=url)
+    assert result.returncode == 2
+    line = one_line(result)
+    assert "DATABASE_URL=postgres://u:***@127.0.0.1" in line
+    assert "cannot connect" in line
+    assert "hunter2" not in result.stderr
+
+
+def test_an_unopenable_sqlite_file_names_its_path(tmp_path):
+    path = tmp_path / "missing-folder" / "db.sqlite3"
+    result = manage("migrate", "--noinput", DATABASE_URL=f"sqlite:///{path}")
+    assert result.returncode == 2
+    line = one_line(result)
+    assert f"cannot open the SQLite file {path}" in line
+    assert "DATABASE_URL=" in line
+
+
+def test_a_value_that_does_not_parse_is_one_line_naming_the_variable():
+    result = manage("check", DEBUG="maybe")
+    assert result.returncode == 2
+    assert "DEBUG='maybe' is not a boolean" in one_line(result)
+
+
+def test_production_without_its_secret_is_one_line():
+    result = manage("check", DJANGO_SETTINGS_MODULE="config.settings.production")
+    assert result.returncode == 2
+    assert "DJANGO_SECRET_KEY is required" in one_line(result)
+
+
+def test_the_wsgi_start_without_its_secret_is_one_line():
+    result = wsgi()
+    assert result.returncode == 3
+    assert "DJANGO_SECRET_KEY is required" in one_line(result)
+
+
+def test_the_wsgi_start_with_an_unreachable_database_starts_and_says_so_in_one_line():
+    """gunicorn halts when a worker fails to boot and recycles workers while serving: a
+    database blip must not stop the server. The worker starts and answers 503 meanwhile."""
+    url = f"postgres://u:hunter2@127.0.0.1:{closed_port()}/x"
+    result = wsgi(DJANGO_SECRET_KEY=SECRET, DATABASE_URL=url)
+    assert result.returncode == 0
+    line = one_line(result)
+    assert "DATABASE_URL=postgres://u:***@127.0.0.1" in line
+    assert "answering 503" in line
+    assert "hunter2" not in line
+
+
+def test_the_wsgi_start_with_a_malformed_database_url_is_one_line():
+    result = wsgi(DJANGO_SECRET_KEY=SECRET, DATABASE_URL="postgres://u@h:port/x")
+    assert result.returncode == 3
+    assert "DATABASE_URL" in one_line(result)
+
+
+def test_a_good_configuration_starts(tmp_path):
+    url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    result = wsgi(DJANGO_SECRET_KEY=SECRET, DATABASE_URL=url)
+    assert result.returncode == 0, result.stderr

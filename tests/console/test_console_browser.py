@@ -1,0 +1,268 @@
+"""The console in headless Chromium, signed in as each role: the receipts list readable at
+1366 px, its links, the approval queue, the org dashboard, empty states and the product name.
+
+``make screenshots`` runs the last test with ``CONSOLE_SCREENSHOTS`` set: a full-page
+screenshot of every console screen, written to that folder (git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from apps.approvals.models import Approval
+from apps.approvals.services import approval_open, approver_key_register
+from apps.receipts.models import MirrorEntry
+from apps.tenancy.models import Plan, Role
+from apps.tenancy.services import membership_add, org_create
+from tests.approvals.conftest import Approver, suspended_receipt
+from tests.receipts.factories import Agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROLES = ["viewer", "auditor", "manager", "owner"]
+WIDTH = 1366
+
+
+@pytest.fixture
+def demo(cast, push) -> dict[str, Any]:
+    """Receipts of several kinds in one agent session, a suspended payment with its pending
+    approval, a decided approval, and a labelled approver key."""
+    agent = Agent()
+    receipts = agent.session("sess-demo", 3)
+    for receipt in receipts:
+        assert push(receipt).status_code == HTTPStatus.CREATED
+    redacted = agent.receipt(
+        action={"verb": "llm_call", "tool_name": "gpt-summarize", "workflow": "support/triage",
+                "account": "org/unit", "fields": {"prompt": "[redacted]"}},
+        policy={"rule_id": "llm.redact", "rule_display": "Redact prompts.",
+                "matched_conditions": [], "decision_path": "redact"},
+    )  # fmt: skip
+    assert push(redacted).status_code == HTTPStatus.CREATED
+    suspended = suspended_receipt(agent)
+    assert push(suspended).status_code == HTTPStatus.CREATED
+    approver = Approver("alice")
+    approver_key_register(
+        org=cast.acme, public_key=approver.public, key_id="alice", label="Alice's laptop",
+        via="api",
+    )  # fmt: skip
+    content = suspended["content"]
+    pending = approval_open(
+        org=cast.acme,
+        action_hash=content["action_hash"],
+        suspended_content=content,
+        rule_id="payments.review",
+        workflow="ops/nightly",
+    ).approval
+    decided = approval_open(org=cast.acme, action_hash="ab" * 32, rule_id="refunds.review").approval
+    Approval.objects.filter(pk=decided.pk).update(status="rejected", resolved_at=timezone.now())
+    return {
+        "session": [r["content"]["action_hash"] for r in receipts],
+        "suspended": content["action_hash"],
+        "pending": pending,
+        "decided": decided,
+    }
+
+
+def sign_in(page: Any, live_server: Any, role: str) -> None:
+    page.set_viewport_size({"width": WIDTH, "height": 900})
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", f"acme-{role}")
+    page.fill("#id_password", f"pw-{role}")
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")
+
+
+def entry(action_hash: str) -> MirrorEntry:
+    return MirrorEntry.objects.get(action_hash=action_hash)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_role_reads_the_receipts_list_at_1366_px(page, live_server, demo, role) -> None:
+    sign_in(page, live_server, role)
+    assert "Countersign" in page.title()
+    page.goto(f"{live_server.url}/admin/receipts/mirrorentry/")
+    headers = page.locator("#result_list thead th").all_inner_texts()
+    text = " | ".join(headers).lower()
+    for column in ["received", "agent", "action", "policy decision", "trust", "kind", "hash"]:
+        assert column in text, (column, headers)
+    # Every column is on screen: nothing scrolls sideways at 1366 px.
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    overflowing = page.evaluate(
+        """() => [...document.querySelectorAll('*')]
+                .filter(e => e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0
+                             && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
+                .map(e => `${e.tagName}.${e.className} ${e.scrollWidth}>${e.clientWidth}`)"""
+    )
+    assert overflowing == []
+    right = page.evaluate(
+        "Math.max(...[...document.querySelectorAll('#result_list th')]"
+        ".map(e => e.getBoundingClientRect().right))"
+    )
+    assert right <= WIDTH
+    body = page.locator("#result_list").inner_text()
+    assert "tool_call search" in body
+    assert "llm_call gpt-summarize" in body
+    assert "redact" in body
+    assert "require_approval" in body
+    # The hash: shortened, the full one on hover, a copy button carrying it.
+    full = demo["suspended"]
+    code = page.locator(f"#result_list code[title='{full}']")
+    assert code.inner_text() == f"{full[:12]}…"
+    assert page.locator(f"#result_list button.copy-button[data-copy='{full}']").count() == 1
+    # The search box says what it searches; tool and workflow are found.
+    assert "tool, workflow" in page.content()
+    page.goto(f"{live_server.url}/admin/receipts/mirrorentry/?q=gpt-summarize")
+    assert page.locator("#result_list tbody tr").count() == 1
+    page.goto(f"{live_server.url}/admin/receipts/mirrorentry/?q=ops/nightly")
+    assert page.locator("#result_list tbody tr").count() == 4
+
+
+def test_a_receipt_links_to_its_session_neighbours_predecessor_and_approval(
+    page, live_server, demo
+) -> None:
+    sign_in(page, live_server, "viewer")
+    middle = entry(demo["session"][1])
+    page.goto(f"{live_server.url}/admin/receipts/mirrorentry/{middle.pk}/change/")
+    links = page.locator("ul.receipt-links")
+    text = links.inner_text()
+    assert "Chain predecessor: #1" in text
+    assert "Session previous: #1" in text
+    assert "Session next: #3" in text
+    assert "change" not in page.locator("h1").first.inner_text().lower()
+    links.locator("a", has_text="#3").first.click()
+    page.wait_for_url(f"**/admin/receipts/mirrorentry/{entry(demo['session'][2]).pk}/change/")
+    suspended = entry(demo["suspended"])
+    page.goto(f"{live_server.url}/admin/receipts/mirrorentry/{suspended.pk}/change/")
+    page.locator("ul.receipt-links a", has_text=demo["pending"].approval_id).click()
+    assert page.url.endswith(f"/admin/approvals/approval/{demo['pending'].pk}/change/")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_approval_queue_links_receipts_signing_pages_and_keeps_decided_ones(
+    page, live_server, demo, role
+) -> None:
+    sign_in(page, live_server, role)
+    page.goto(f"{live_server.url}/approvals")
+    pending = demo["pending"]
+    row = page.locator("#result_list tbody tr", has_text=pending.approval_id)
+    assert row.count() == 1
+    assert "votes (0 of 1)" in row.inner_text()
+    assert row.locator("a", has_text="receipt #5").count() == 1
+    assert row.locator(f"a[href='/approve/{pending.approval_id}']").count() == 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    assert page.evaluate(
+        "document.querySelector('#result_list').parentElement.scrollWidth"
+        " <= document.querySelector('#result_list').parentElement.clientWidth + 1"
+    )
+    decided = page.locator("#recently-decided")
+    assert demo["decided"].approval_id in decided.inner_text()
+    assert "rejected" in decided.inner_text()
+    page.goto(f"{live_server.url}/admin/approvals/approval/{pending.pk}/change/")
+    text = page.locator("#content").inner_text()
+    assert "Alice's laptop (alice)" in text  # the roster names the key
+    assert "Change approval" not in text
+    assert "{}" not in text  # the context is text, not JSON
+    page.locator(f"#content a[href='/approve/{pending.approval_id}']").first.click()
+    assert page.url.endswith(f"/approve/{pending.approval_id}")
+    assert "Countersign" in page.title()
+
+
+def test_an_approval_waiting_for_approver_keys_says_so(page, live_server, cast, push) -> None:
+    content = suspended_receipt(Agent())["content"]
+    approval_open(org=cast.acme, action_hash=content["action_hash"], suspended_content=content)
+    sign_in(page, live_server, "auditor")
+    page.goto(f"{live_server.url}/approvals")
+    assert "approver keys (0 eligible, 1 needed)" in page.locator("#result_list").inner_text()
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_dashboard_counters_link_their_lists_and_sparklines_carry_dates(
+    page, live_server, cast, demo, role
+) -> None:
+    sign_in(page, live_server, role)
+    page.locator("#org-dashboards a", has_text="acme dashboard").click()
+    page.wait_for_url("**/dashboard/")
+    assert page.url.endswith(f"/admin/tenancy/org/{cast.acme.pk}/dashboard/")
+    first, last = (timezone.now().date() - timedelta(days=29)), timezone.now().date()
+    span = f"{first:%Y-%m-%d} to {last:%Y-%m-%d}, one point a day"
+    assert page.locator(f"svg title:text-is('{span}')").count() >= 1
+    assert f"{last:%b %d}" in page.locator(".spark-dates").first.inner_text()
+    assert page.locator("#empty-receipts").count() == 0
+    page.locator(".card", has_text="Receipts mirrored").locator("a").click()
+    page.wait_for_url("**/admin/receipts/mirrorentry/?org=*")
+    assert page.locator("#result_list tbody tr").count() == 5
+    page.go_back()
+    page.locator(".card", has_text="Approvals pending").locator("a").click()
+    page.wait_for_url("**/admin/approvals/approval/?*")
+    assert "status__exact=pending" in page.url
+    assert demo["pending"].approval_id in page.locator("#result_list").inner_text()
+
+
+def test_a_fresh_orgs_dashboard_says_what_to_do_next(page, live_server, db) -> None:
+    fresh = org_create(slug="fresh", name="Fresh", plan=Plan.FREE)
+    membership_add(org=fresh, username="fresh-owner", role=Role.OWNER, password="pw-owner")
+    page.set_viewport_size({"width": WIDTH, "height": 900})
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "fresh-owner")
+    page.fill("#id_password", "pw-owner")
+    page.click("button[type=submit], input[type=submit]")
+    page.locator("#org-dashboards a", has_text="fresh dashboard").click()
+    page.wait_for_url("**/dashboard/")
+    assert "No receipts yet" in page.locator("#empty-receipts").inner_text()
+    assert "No approver keys yet" in page.locator("#empty-approver-keys").inner_text()
+    assert "No policy deployed yet" in page.locator("#content").inner_text()
+
+
+# --- screenshots (make screenshots) -------------------------------------------------------------
+
+SCREENS = [
+    ("index", "/admin/"),
+    ("dashboard", "/admin/tenancy/org/{org}/dashboard/"),
+    ("receipts", "/admin/receipts/mirrorentry/"),
+    ("receipt", "/admin/receipts/mirrorentry/{receipt}/change/"),
+    ("approvals", "/admin/approvals/approval/"),
+    ("approval", "/admin/approvals/approval/{approval}/change/"),
+    ("approver-keys", "/admin/approvals/approverkey/"),
+    ("policy-versions", "/admin/policy/policyversion/"),
+    ("policy-deploy", "/admin/policy/policyversion/add/"),
+    ("policy-preview", "/admin/policy/policyversion/preview/"),
+    ("policy-deployments", "/admin/policy/policydeployment/"),
+    ("api-keys", "/admin/tenancy/apikey/"),
+    ("memberships", "/admin/tenancy/membership/"),
+    ("orgs", "/admin/tenancy/org/"),
+    ("org-audit", "/admin/tenancy/orgauditevent/"),
+    ("admin-log", "/admin/admin/logentry/"),
+    ("verify", "/verify"),
+    ("approve-key", "/approve/"),
+    ("approve", "/approve/{approval_id}"),
+]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("CONSOLE_SCREENSHOTS"), reason="make screenshots sets CONSOLE_SCREENSHOTS"
+)
+def test_screenshots_of_every_console_screen(page, live_server, cast, demo) -> None:
+    folder = Path(os.environ["CONSOLE_SCREENSHOTS"])
+    folder.mkdir(parents=True, exist_ok=True)
+    sign_in(page, live_server, "owner")
+    values = {
+        "org": cast.acme.pk,
+        "receipt": entry(demo["session"][1]).pk,
+        "approval": demo["pending"].pk,
+        "approval_id": demo["pending"].approval_id,
+    }
+    for name, path in SCREENS:
+        response = page.goto(live_server.url + path.format(**values))
+        assert response is not None, (name, path)
+        assert response.status < HTTPStatus.BAD_REQUEST, (name, path)
+        page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+        # Nothing scrolls sideways at 1366 px (the JSON-bearing admin log aside).
+        if name != "admin-log":
+            assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH, name
