@@ -5,17 +5,16 @@ WARNING line; successful sign-ins are not counted."""
 from __future__ import annotations
 
 import logging
-import time
 from http import HTTPStatus
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.contrib.auth import forms as auth_forms
-from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+
+from tests.failure_limits import FakeTime, arm_failure_limits
 
 pytestmark = pytest.mark.django_db
 
@@ -25,24 +24,11 @@ WINDOW = 600
 LOGIN = "/admin/login/"
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def time(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def limits(settings: Any, monkeypatch: pytest.MonkeyPatch) -> FakeTime:
-    settings.AUTH_FAILURE_LIMITS_ENABLED = True
-    settings.AUTH_FAILURES_PER_ADDRESS = PER_ADDRESS
-    settings.LOGIN_FAILURES_PER_USERNAME = PER_USERNAME
-    settings.AUTH_FAILURE_WINDOW_SECONDS = WINDOW
-    cache.clear()
-    clock = FakeTime()
-    monkeypatch.setattr("django_ratelimit.core.time", SimpleNamespace(time=clock.time))
-    return clock
+    return arm_failure_limits(
+        settings, monkeypatch, per_address=PER_ADDRESS, per_username=PER_USERNAME, window=WINDOW
+    )
 
 
 @pytest.fixture

@@ -12,12 +12,10 @@ import sys
 import time
 from http import HTTPStatus
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import connection
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
@@ -25,6 +23,7 @@ from rest_framework.test import APIClient
 
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.credential_limits import client_address
+from tests.failure_limits import FakeTime, arm_failure_limits
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.tenancy.urls")]
 
@@ -33,27 +32,11 @@ WINDOW = 600
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class FakeTime:
-    """django-ratelimit's clock (its module's ``time``), moved by hand."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def time(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def limits(settings: Any, monkeypatch: pytest.MonkeyPatch) -> FakeTime:
-    settings.AUTH_FAILURE_LIMITS_ENABLED = True
-    settings.AUTH_FAILURES_PER_ADDRESS = LIMIT
-    settings.LOGIN_FAILURES_PER_USERNAME = LIMIT
-    settings.AUTH_FAILURE_WINDOW_SECONDS = WINDOW
-    cache.clear()
-    monkeypatch.setattr("apps.tenancy.credential_limits._vouched_until", {})
-    clock = FakeTime()
-    monkeypatch.setattr("django_ratelimit.core.time", SimpleNamespace(time=clock.time))
-    return clock
+    return arm_failure_limits(
+        settings, monkeypatch, per_address=LIMIT, per_username=LIMIT, window=WINDOW
+    )
 
 
 def caller(address: str = "198.51.100.7", **credentials: str) -> APIClient:
