@@ -83,8 +83,17 @@ def _resolve(request: HttpRequest, ref: str) -> tuple[Approval | None, str]:
     return None, "token"
 
 
+def _key_names(approval: Approval, roster: list[str]) -> dict[str, str]:
+    """Each roster key's name as the console shows it: "label (key_id)", or the key id."""
+    keys = ApproverKey.objects.filter(org_id=approval.org_id, public_key__in=roster)
+    return {
+        public_key: f"{label} ({key_id})" if label else key_id
+        for public_key, key_id, label in keys.values_list("public_key", "key_id", "label")
+    }
+
+
 def _votes(approval: Approval, roster: list[str]) -> list[dict[str, Any]]:
-    labels = dict(
+    key_ids = dict(
         ApproverKey.objects.filter(org_id=approval.org_id, public_key__in=roster).values_list(
             "public_key", "key_id"
         )
@@ -92,7 +101,7 @@ def _votes(approval: Approval, roster: list[str]) -> list[dict[str, Any]]:
     return [
         {
             "approver_public_key": vote.approver_public_key,
-            "key_id": labels.get(vote.approver_public_key, ""),
+            "key_id": key_ids.get(vote.approver_public_key, ""),
             "decision": vote.decision,
             "voted_at": vote.voted_at.isoformat(),
             "with_leg": bool(vote.record),
@@ -117,6 +126,7 @@ def approval_state(approval: Approval) -> dict[str, Any]:
         "lane": approval.lane,
         "approved_count": approval.approved_count,
         "roster": roster,
+        "key_names": _key_names(approval, roster),
         "rule_id": approval.rule_id,
         "workflow": approval.workflow,
         "account": approval.account,

@@ -231,7 +231,9 @@ def test_a_key_scoped_quorum_is_completed_from_the_console_and_assembles(
     public = browser_key(key_page)
     approver_key_register(org=cast.acme, public_key=public, key_id="browser")
     alice = Approver("alice")
-    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    approver_key_register(
+        org=cast.acme, public_key=alice.public, key_id="alice", label="Alice's laptop"
+    )
     agent = Agent()
     receipt = suspended_receipt(agent)
     content = stored_content(receipt)
@@ -253,7 +255,11 @@ def test_a_key_scoped_quorum_is_completed_from_the_console_and_assembles(
     key_page.goto(f"{live_server.url}/approve/{approval.approval_id}")
     key_page.wait_for_selector("body[data-ready='yes']")
     assert "2 of 2 (quorum lane)" in key_page.inner_text("main")
-    assert "alice" in key_page.inner_text("#votes")
+    # Keys are named as people know them, the public key beside the name.
+    assert f"Alice's laptop (alice) — {alice.public}" in key_page.inner_text("#votes")
+    roster = key_page.inner_text("#approval")
+    assert f"Alice's laptop (alice) — {alice.public}" in roster
+    assert f"browser — {public}" in roster
     key_page.fill("#reason", "second pair of eyes")
     key_page.click("#approve")
     key_page.wait_for_selector("#vote-result[data-outcome='recorded']")
@@ -422,6 +428,7 @@ def test_a_pending_approval_page_still_shows_the_action(cast) -> None:
     assert data["status"] == "pending"
     assert json.loads(data["suspended_content"]) == stored_content(receipt)
     assert data["roster"] == [alice.public]  # the roster the first vote would freeze
+    assert data["key_names"] == {alice.public: "alice"}
 
 
 def watch_errors(page: Any) -> list[str]:

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from apps.approvals.models import Approval
 from apps.approvals.services import approval_open, approver_key_register
+from apps.console.demo import demo_bootstrap
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import Plan, Role
 from apps.tenancy.services import membership_add, org_create
@@ -141,7 +142,7 @@ def test_a_receipt_links_to_its_session_neighbours_predecessor_and_approval(
     suspended = entry(demo["suspended"])
     page.goto(f"{live_server.url}/admin/receipts/mirrorentry/{suspended.pk}/change/")
     page.locator("ul.receipt-links a", has_text=demo["pending"].approval_id).click()
-    assert page.url.endswith(f"/admin/approvals/approval/{demo['pending'].pk}/change/")
+    page.wait_for_url(f"**/admin/approvals/approval/{demo['pending'].pk}/change/")
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -170,7 +171,7 @@ def test_the_approval_queue_links_receipts_signing_pages_and_keeps_decided_ones(
     assert "Change approval" not in text
     assert "{}" not in text  # the context is text, not JSON
     page.locator(f"#content a[href='/approve/{pending.approval_id}']").first.click()
-    assert page.url.endswith(f"/approve/{pending.approval_id}")
+    page.wait_for_url(f"**/approve/{pending.approval_id}")
     assert "Countersign" in page.title()
 
 
@@ -218,6 +219,46 @@ def test_a_fresh_orgs_dashboard_says_what_to_do_next(page, live_server, db) -> N
     assert "No receipts yet" in page.locator("#empty-receipts").inner_text()
     assert "No approver keys yet" in page.locator("#empty-approver-keys").inner_text()
     assert "No policy deployed yet" in page.locator("#content").inner_text()
+
+
+def test_the_demo_make_run_seeds_fills_every_screen(page, live_server, tmp_path) -> None:
+    """Signed in with the login ``make run`` prints, every screen shows the seeded demo."""
+    demo = demo_bootstrap(slug="demo", username="demo", state_dir=tmp_path)
+    page.set_viewport_size({"width": WIDTH, "height": 900})
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", demo.username)
+    page.fill("#id_password", demo.password)
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")
+
+    page.locator("#org-dashboards a", has_text="demo dashboard").click()
+    page.wait_for_url("**/dashboard/")
+    assert page.locator("#empty-receipts").count() == 0
+    assert page.locator("#empty-approver-keys").count() == 0
+    assert "No policy deployed yet" not in page.locator("#content").inner_text()
+
+    page.goto(f"{live_server.url}/admin/receipts/mirrorentry/")
+    listed = page.locator("#result_list").inner_text()
+    for kind in ("tool_call", "llm_call", "payment", "redact", "require_approval"):
+        assert kind in listed, kind
+    assert (
+        page.locator("#result_list tbody tr").count()
+        == MirrorEntry.objects.filter(org=demo.org).count()
+    )
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+
+    pending = Approval.objects.get(org=demo.org, status="pending")
+    page.goto(f"{live_server.url}/approvals")
+    row = page.locator("#result_list tbody tr", has_text=pending.approval_id)
+    assert "votes (0 of 1)" in row.inner_text()
+    row.locator(f"a[href='/approve/{pending.approval_id}']").click()
+    page.wait_for_selector("body[data-ready]")  # rendered; "no" until this browser holds a key
+    assert "payment" in page.inner_text("#action")
+    roster = page.inner_text("#approval")
+    assert f"Demo approver (demo only) (ak_demo) — {demo.approver_public_key}" in roster
+
+    page.goto(f"{live_server.url}/admin/policy/policyversion/")
+    assert page.locator("#result_list tbody tr").count() == 1
 
 
 # --- screenshots (make screenshots) -------------------------------------------------------------

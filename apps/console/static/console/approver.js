@@ -113,6 +113,12 @@
     return document.getElementById(id);
   }
 
+  // An approver key as people know it: "label (key_id) — public key", or the bare key.
+  function keyName(publicKey) {
+    const name = (state.page.key_names || {})[publicKey];
+    return name ? `${name} — ${publicKey}` : publicKey;
+  }
+
   function fillRows(table, pairs) {
     table.replaceChildren();
     for (const [name, value] of pairs) {
@@ -246,13 +252,13 @@
       ["workflow", page.workflow],
       ["expires at", page.expires_at],
       ["resolved at", page.resolved_at],
-      ["roster", page.roster.join("\n")],
+      ["roster", page.roster.map(keyName).join("\n")],
     ]);
     const votes = $("votes");
     votes.replaceChildren();
     if (!page.votes.length) fillRows(votes, [["—", "nobody has voted yet"]]);
     for (const vote of page.votes) {
-      const label = vote.key_id ? `${vote.key_id} (${vote.approver_public_key})` : vote.approver_public_key;
+      const label = keyName(vote.approver_public_key);
       const row = document.createElement("tr");
       const who = document.createElement("th");
       who.textContent = vote.decision;
