@@ -13,6 +13,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.keyscoped import KeyScopedSdkApi
 from apps.approvals.models import Approval
 from apps.approvals.services import (
     approval_assembly,
@@ -21,7 +22,6 @@ from apps.approvals.services import (
     approval_vote,
     approver_key_register,
 )
-from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.json_body import plain_member, read_json_bytes
 from apps.common.openapi import (

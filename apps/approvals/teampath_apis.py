@@ -28,6 +28,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.teampath import TeamPathApi
 from apps.approvals.models import Approval, ApprovalStatus
 from apps.approvals.services import (
     approval_get_by_id,
@@ -44,7 +45,6 @@ from apps.common.openapi import (
     teampath_error,
     teampath_errors,
 )
-from apps.common.teampath import TeamPathApi
 from apps.receipts.teampath_apis import checked_receipt, parse_body
 from apps.receipts.verifier import JsonValue, object_members
 from apps.tenancy.models import Scope
@@ -58,6 +58,11 @@ class ReceiptNotSuspended(DomainError):
 
     status = HTTPStatus.UNPROCESSABLE_ENTITY
     code = "receipt_not_suspended"
+    teampath_when = (
+        "The receipt verifies but is not waiting for a human (not an L0 action whose "
+        "`decision_path` is `require_approval`, nor a `suspended` lifecycle receipt)"
+    )
+    teampath_routes = "`POST /v1/approvals`"
 
 
 def _rfc3339(moment: datetime | None) -> str | None:

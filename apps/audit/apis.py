@@ -16,9 +16,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.keyscoped import DashboardApi
 from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.audit.selectors import audit_chain_window
-from apps.common.api import DashboardApi
 from apps.common.errors import InvalidInput
 from apps.common.openapi import keyscoped_errors, ok
 from apps.tenancy.models import Role

@@ -19,8 +19,8 @@ DRF-parsed routes get them through ``StrictJsonParser``, the only parser in
 approval tokens, the console's vote endpoint) call ``read_json_bytes`` and parse with
 ``parse_plain_json`` or, where a receipt travels, the verifier's ``parse_json`` (the same
 text rules; repeated names and NUL inside a receipt are the decoder's to judge, per receipt).
-Refusals go through each profile's one error contract (``apps.common.api`` /
-``apps.common.teampath``): ``ParseError`` and ``InvalidJson`` are key-scoped 422 and
+Refusals go through each profile's one error contract (``apps.api.keyscoped`` /
+``apps.api.teampath``): ``ParseError`` and ``InvalidJson`` are key-scoped 422 and
 team-path 400 ``invalid_json``, ``PayloadTooLarge`` is 413 on both.
 """
 

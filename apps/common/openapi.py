@@ -826,7 +826,7 @@ class DashboardJwtScheme(OpenApiAuthenticationExtension):  # type: ignore[no-unt
 
 
 class TeamPathApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    target_class = "apps.common.teampath.BearerApiKeyAuthentication"
+    target_class = "apps.api.teampath.BearerApiKeyAuthentication"
     name = "BearerApiKey"
     priority = 1
 

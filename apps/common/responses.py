@@ -1,8 +1,9 @@
-"""Error responses built outside DRF (middleware, plain views) in the active profile's body.
+"""The two profiles' error bodies, built here and nowhere else.
 
-The profile is the deployment's ``API_PROFILE``: key-scoped bodies are ``{"detail": ...}``,
-team-path bodies ``{"error": <code>, "message": ...}``, the same shapes as
-``apps.common.api`` and ``apps.common.views`` produce.
+Key-scoped bodies are ``{"detail": <text>, ...}``, team-path bodies
+``{"error": <code>, "message": <text>, ...}``. The profiles' exception handlers
+(``apps.api``) put domain and DRF errors in them; middleware and plain views answer through
+:func:`error_response`, which picks the deployment's profile (``API_PROFILE``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,18 @@ from django.http import HttpResponseBase, JsonResponse
 R = TypeVar("R", bound=HttpResponseBase)
 
 
+def keyscoped_body(message: str, **extras: object) -> dict[str, object]:
+    return {"detail": message, **extras}
+
+
+def teampath_body(code: str, message: str, **extras: object) -> dict[str, object]:
+    return {"error": code, "message": message, **extras}
+
+
 def error_response(*, status: HTTPStatus, code: str, message: str) -> JsonResponse:
     if settings.API_PROFILE == "teampath":
-        return JsonResponse({"error": code, "message": message}, status=status)
-    return JsonResponse({"detail": message}, status=status)
+        return JsonResponse(teampath_body(code, message), status=status)
+    return JsonResponse(keyscoped_body(message), status=status)
 
 
 def logged_already(response: R) -> R:

@@ -15,19 +15,13 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.common.errors import NotFound
+from apps.api.teampath import TeamPathApi, team_of_key
 from apps.common.openapi import ok, path_parameter, teampath_error, teampath_errors
-from apps.common.teampath import TeamPathApi, team_of_key
+from apps.policy.errors import PolicyNotFound
 from apps.policy.rules import Policy, load_policy, render_policy_json
 from apps.policy.selectors import policy_active
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
-
-
-class PolicyNotFound(NotFound):
-    """The team never deployed a policy (the SDK then keeps its fail-safe empty pin)."""
-
-    code = "policy_not_found"
 
 
 @lru_cache(maxsize=64)

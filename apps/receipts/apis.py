@@ -12,12 +12,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.analytics.services import refusal_record
+from apps.api.keyscoped import KeyScopedSdkApi
 from apps.approvals.services import (
     approval_open_for_suspended,
     is_suspended,
     mirror_trust_level,
 )
-from apps.common.api import KeyScopedSdkApi
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.json_body import plain_member, read_json_bytes
 from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok

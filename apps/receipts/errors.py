@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from http import HTTPStatus
+
+from django.utils import timezone
 
 from apps.common.errors import DomainError, NotFound
 
@@ -10,7 +13,13 @@ from apps.common.errors import DomainError, NotFound
 class ReceiptRejected(DomainError):
     """Re-verification failed after a successful decode (key-scoped 409, team-path 422)."""
 
+    teampath_status = HTTPStatus.UNPROCESSABLE_ENTITY
     code = "receipt_rejected"
+    teampath_when = (
+        "The receipt decodes but fails server-side re-verification (any non-`Valid` verdict: "
+        "`HashMismatch`, `InvalidSignature`, `TrustLevelMismatch`, `WrongAlgorithm`, …)"
+    )
+    teampath_routes = "`POST /v1/receipts`"
 
     def __init__(self, kind: str, detail: str | None) -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
@@ -25,6 +34,7 @@ class ReceiptMalformed(DomainError):
     """The receipt does not decode (key-scoped 422, team-path 400)."""
 
     status = HTTPStatus.UNPROCESSABLE_ENTITY
+    teampath_status = HTTPStatus.BAD_REQUEST
     code = "validation_failed"
 
     def body_extras(self) -> dict[str, object]:
@@ -41,8 +51,34 @@ class SupersedeRefused(DomainError):
 
 class ChainConstraint(DomainError):
     code = "chain_constraint"
+    teampath_when = (
+        "Session continuity (server.md §5): a different receipt is already mirrored at the same "
+        "(`session_id`, `seq`) (fork), or `prev_receipt_hash` does not link to the mirrored "
+        "predecessor"
+    )
+    teampath_routes = "`POST /v1/receipts`"
 
 
 class QuotaExceeded(DomainError):
+    """The org's monthly receipt quota is used up (key-scoped 402, team-path 429); it
+    resets at the first instant of the next month, UTC, which ``Retry-After`` counts to."""
+
     status = HTTPStatus.PAYMENT_REQUIRED
+    teampath_status = HTTPStatus.TOO_MANY_REQUESTS
     code = "quota_exceeded"
+    teampath_when = (
+        "The team's monthly receipt quota is used up. `Retry-After` = seconds until the start of "
+        "the next calendar month, UTC"
+    )
+    teampath_routes = "`POST /v1/receipts`"
+
+    def retry_after(self) -> int | None:
+        return seconds_until_next_month(timezone.now())
+
+
+def seconds_until_next_month(now: datetime) -> int:
+    """Whole seconds from ``now`` to the first instant of the next calendar month, UTC."""
+    now = now.astimezone(UTC)
+    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    start = datetime(year, month, 1, tzinfo=UTC)
+    return max(1, int((start - now).total_seconds() + 0.999999))

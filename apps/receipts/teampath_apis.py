@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.analytics.services import refusal_record
+from apps.api.teampath import TeamPathApi, domain_error_response
 from apps.common.errors import DomainError, InvalidInput, InvalidJson
 from apps.common.json_body import read_json_bytes
 from apps.common.openapi import (
@@ -31,7 +32,6 @@ from apps.common.openapi import (
     teampath_error,
     teampath_errors,
 )
-from apps.common.teampath import TeamPathApi, domain_error_response
 from apps.receipts.apis import verified_receipt
 from apps.receipts.errors import (
     ChainConstraint,
@@ -57,6 +57,8 @@ ReceiptRefusal = InvalidInput | ReceiptMalformed | ReceiptRejected | ChainConstr
 class BatchTooLarge(InvalidInput):
     status = HTTPStatus.BAD_REQUEST
     code = "batch_too_large"
+    teampath_when = "More receipts in one batch than `TEAMPATH_BATCH_MAX` (default 100)"
+    teampath_routes = "`POST /v1/receipts/batch`"
 
 
 def parse_body(body: bytes) -> JsonValue:

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.analytics",
     "apps.console",
+    "apps.api",
 ]
 
 MIDDLEWARE = [
@@ -174,7 +175,7 @@ REST_FRAMEWORK = {
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.common.json_body.JsonContentNegotiation",
     # Views without a profile base class (probes, the OpenAPI document) answer errors in the
     # deployment profile's body too.
-    "EXCEPTION_HANDLER": "apps.common.profile_errors.profile_exception_handler",
+    "EXCEPTION_HANDLER": "apps.api.handlers.profile_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }

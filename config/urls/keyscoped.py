@@ -16,10 +16,10 @@ from apps.audit.apis import AuditChainApi, EvidenceExportApi
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
 from apps.common.schema_views import schema_urlpatterns
+from apps.console.token_apis import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
 from apps.console.urls import urlpatterns as console_urlpatterns
 from apps.policy.apis import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.receipts.apis import ReceiptPushApi
-from apps.tenancy.apis import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
 
 urlpatterns = [
     # The service has no home page of its own: the root leads to the console.
@@ -60,6 +60,6 @@ urlpatterns = [
     ),
 ]
 
-handler400 = "apps.common.views.keyscoped_bad_request"
-handler404 = "apps.common.views.keyscoped_not_found"
-handler500 = "apps.common.views.keyscoped_server_error"
+handler400 = "apps.api.handlers.bad_request"
+handler404 = "apps.api.handlers.not_found"
+handler500 = "apps.api.handlers.server_error"

@@ -38,6 +38,6 @@ urlpatterns = [
     ),
 ]
 
-handler400 = "apps.common.views.teampath_bad_request"
-handler404 = "apps.common.views.teampath_not_found"
-handler500 = "apps.common.views.teampath_server_error"
+handler400 = "apps.api.handlers.bad_request"
+handler404 = "apps.api.handlers.not_found"
+handler500 = "apps.api.handlers.server_error"

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from rest_framework import exceptions
 
+from apps.api.teampath import teampath_exception_handler
 from apps.common.errors import ServiceUnavailable
-from apps.common.teampath import teampath_exception_handler
 from tests.receipts.factories import Agent, as_text
 from tests.teampath.conftest import TEAMPATH, assert_error
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from http import HTTPStatus
 
-from apps.common import teampath
-from apps.common.teampath import seconds_until_next_month
+from apps.receipts import errors as receipt_errors
+from apps.receipts.errors import seconds_until_next_month
 from apps.receipts.models import MirrorEntry, MirrorHead
 from apps.tenancy.services import org_set_limits
 from tests.teampath.conftest import TEAMPATH, assert_error
@@ -21,7 +21,7 @@ def test_a_push_over_the_monthly_quota_is_429_with_retry_after_next_month(
     acme.push(agent.receipt())
     acme.push(agent.receipt())
     monkeypatch.setattr(
-        teampath.timezone, "now", lambda: datetime(2026, 11, 30, 23, 59, 0, tzinfo=UTC)
+        receipt_errors.timezone, "now", lambda: datetime(2026, 11, 30, 23, 59, 0, tzinfo=UTC)
     )
     receipt = agent.receipt()
     response = acme.push(receipt)

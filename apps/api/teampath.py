@@ -1,35 +1,27 @@
-"""The team-path profile's base API class, authentication and error contract.
+"""The team-path profile's base API class, authentication and its one error contract.
 
 Every non-2xx body on this profile is ``{"error": "<snake_case code>", "message": "<text>"}``
-(docs/teampath-errors.md lists the codes), produced here for domain errors and DRF's own
-exceptions alike; unrouted paths and 500s answer the same shape through
-``apps.common.views``. Credentials are ``Authorization: Bearer <API key>`` only.
+(docs/teampath-errors.md lists the codes, generated from the error classes), produced
+here for domain errors and DRF's own exceptions alike; middleware, probes, unrouted paths
+and 500s answer the same shape through ``apps.common.responses``. Credentials are
+``Authorization: Bearer <API key>`` only.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 
-from django.conf import settings
 from django.http import Http404
-from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.common.api import ExceptionHandler, RateLimitedApi, _flatten_validation
+from apps.api.base import ExceptionHandler, RateLimitedApi, flatten_validation
 from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
-from apps.common.errors import (
-    DomainError,
-    InvalidInput,
-    InvalidJson,
-    NotFound,
-    ServiceUnavailable,
-)
-from apps.receipts.errors import QuotaExceeded, ReceiptMalformed, ReceiptRejected
+from apps.common.errors import DomainError, NotFound
+from apps.common.responses import teampath_body
 from apps.tenancy.authentication import ApiKeyAuthentication, ApiKeyPrincipal, presented_bearer
 from apps.tenancy.limits import OrgRateThrottle
 from apps.tenancy.models import Org
@@ -41,17 +33,12 @@ class TeamNotFound(NotFound):
     """The path names a team that is not the key's own, or no team at all (one answer)."""
 
     code = "team_not_found"
+    teampath_when = (
+        "`teamId` is not the key's own team (another team and an unknown one get the same "
+        "answer: no existence leak)"
+    )
+    teampath_routes = "`GET /v1/teams/{teamId}/policy`"
 
-
-# Where the team-path status differs from the error's own (key-scoped) one. Exact classes:
-# a subclass keeps its own status (a roster too small for its threshold stays 422).
-_TEAMPATH_STATUS: dict[type[DomainError], HTTPStatus] = {
-    InvalidJson: HTTPStatus.BAD_REQUEST,
-    InvalidInput: HTTPStatus.BAD_REQUEST,
-    ReceiptMalformed: HTTPStatus.BAD_REQUEST,
-    ReceiptRejected: HTTPStatus.UNPROCESSABLE_ENTITY,
-    QuotaExceeded: HTTPStatus.TOO_MANY_REQUESTS,
-}
 
 # DRF's exceptions, by class: (status, code). Checked in order, first match wins.
 _DRF_ERRORS: tuple[tuple[type[exceptions.APIException], HTTPStatus, str], ...] = (
@@ -75,31 +62,18 @@ def _drf_status_and_code(exc: exceptions.APIException) -> tuple[HTTPStatus, str]
     return HTTPStatus(exc.status_code), str(exc.default_code)
 
 
-def teampath_status(error: DomainError) -> HTTPStatus:
-    """The HTTP status of a domain error on the team-path profile."""
-    return error.teampath_status or _TEAMPATH_STATUS.get(type(error), error.status)
-
-
-def seconds_until_next_month(now: datetime) -> int:
-    """Whole seconds from ``now`` to the first instant of the next calendar month, UTC."""
-    now = now.astimezone(UTC)
-    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
-    start = datetime(year, month, 1, tzinfo=UTC)
-    return max(1, int((start - now).total_seconds() + 0.999999))
-
-
-def error_body(code: str, message: str, **extras: object) -> dict[str, object]:
-    return {"error": code, "message": message, **extras}
+def teampath_status(error: DomainError | type[DomainError]) -> HTTPStatus:
+    """The HTTP status of a domain error (or its class) on the team-path profile."""
+    return error.teampath_status or error.status
 
 
 def domain_error_response(error: DomainError, **extras: object) -> Response:
-    """A domain error in the team-path body, with ``Retry-After`` where the status asks."""
-    status = teampath_status(error)
-    response = Response(error_body(error.code, error.message, **extras), status=status)
-    if isinstance(error, ServiceUnavailable):
-        response["Retry-After"] = str(settings.RETRY_AFTER_SECONDS)
-    elif isinstance(error, QuotaExceeded):
-        response["Retry-After"] = str(seconds_until_next_month(timezone.now()))
+    """A domain error in the team-path body, with ``Retry-After`` where waiting helps."""
+    body = teampath_body(error.code, error.message, **extras)
+    response = Response(body, status=teampath_status(error))
+    retry_after = error.retry_after()
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
     return response
 
 
@@ -115,17 +89,17 @@ def teampath_exception_handler(exc: Exception, context: dict[str, Any]) -> Respo
     if isinstance(exc, DomainError):
         return domain_error_response(exc)
     if isinstance(exc, Http404):
-        return Response(error_body("not_found", "not found"), status=HTTPStatus.NOT_FOUND)
+        return Response(teampath_body("not_found", "not found"), status=HTTPStatus.NOT_FOUND)
     if not isinstance(exc, exceptions.APIException):
         return None
     status, code = _drf_status_and_code(exc)
     if isinstance(exc, exceptions.ValidationError):
-        message = _flatten_validation(exc.detail)
+        message = flatten_validation(exc.detail)
     elif isinstance(exc, exceptions.ParseError):
         message = f"invalid JSON body: {exc.detail}"
     else:
         message = str(exc.detail)
-    response = Response(error_body(code, message), status=status)
+    response = Response(teampath_body(code, message), status=status)
     auth_header = getattr(exc, "auth_header", None)
     if auth_header:
         response["WWW-Authenticate"] = auth_header

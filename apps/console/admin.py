@@ -1,0 +1,128 @@
+"""The console's org pages: each org's dashboard, its evidence download and a dashboard
+session token for scripts, on the org admin.
+
+They live here, above the feature apps, because the dashboard reads analytics and the
+download is the audit app's evidence export; org writes still go through
+apps.tenancy.services.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from apps.analytics.console import org_dashboard
+from apps.audit.evidence import evidence_export, evidence_response, parse_window
+from apps.common.errors import DomainError
+from apps.tenancy.admin_access import OrgScopedAdmin, can_write
+from apps.tenancy.console_tokens import console_tokens_issue
+from apps.tenancy.middleware import activate_console_orgs
+from apps.tenancy.models import Org, Role
+
+
+@admin.register(Org)
+class OrgAdmin(OrgScopedAdmin[Org]):
+    org_lookup = "pk"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)  # creating tenants is an operator's act
+
+    def has_change_permission(self, request: HttpRequest, obj: Org | None = None) -> bool:
+        # Plan and limits decide what an org may consume: an operator's act too. Members
+        # see their org (and its dashboard) read-only.
+        return bool(request.user.is_superuser)
+
+    @admin.display(description="Dashboard")
+    def dashboard_link(self, obj: Org) -> str:
+        return format_html(
+            '<a href="{}">dashboard</a>', reverse("admin:tenancy_org_dashboard", args=[obj.pk])
+        )
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:org_id>/dashboard/", wrap(self.dashboard_view),
+                 name="tenancy_org_dashboard"),
+            path("<int:org_id>/session-token/", wrap(self.session_token_view),
+                 name="tenancy_org_session_token"),
+            path("<int:org_id>/evidence/", wrap(self.evidence_view),
+                 name="tenancy_org_evidence"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def _visible_org(self, request: HttpRequest, org_id: int) -> Org:
+        org = self.get_queryset(request).filter(pk=org_id).first()
+        if org is None:
+            raise Http404("no such org")
+        return org
+
+    def dashboard_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
+        org = self._visible_org(request, org_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "can_write": can_write(request, org.pk),
+            "can_export": can_write(request, org.pk, Role.AUDITOR),
+        }
+        return org_dashboard(request, org, context)
+
+    def evidence_view(self, request: HttpRequest, org_id: int) -> HttpResponseBase:
+        """The evidence tar (the service behind POST /v1/evidence/export), auditor+ (POST),
+        streamed like the API's."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        org = self._visible_org(request, org_id)
+        if not can_write(request, org.pk, Role.AUDITOR):
+            raise PermissionDenied
+        start, end = request.POST.get("from") or None, request.POST.get("to") or None
+        try:
+            window = parse_window(start, end)
+        except DomainError as error:
+            self.message_user(request, f"Refused: {error.message}", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:tenancy_org_dashboard", args=[org.pk]))
+        archive = evidence_export(org=org, window=window)
+        self.log_change(request, org, f"Exported evidence ({start or 'start'} to {end or 'now'})")
+        return evidence_response(archive, org=org)
+
+    def session_token_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
+        """A dashboard session JWT for the signed-in member, for scripts (POST only)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        org = self._visible_org(request, org_id)
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": f"Session token for {org.slug}",
+            "opts": self.model._meta,
+        }
+        try:
+            context["tokens"] = console_tokens_issue(user=request.user, org_slug=org.slug)  # type: ignore[arg-type]
+            self.log_change(request, org, "Issued a dashboard session token")
+        except DomainError as error:
+            context["refusal"] = f"{error.message} (only members of the org get a token)."
+        finally:
+            activate_console_orgs(request)
+        return TemplateResponse(request, "admin/tenancy/org/session_token.html", context)
+
+    list_display = ["slug", "name", "plan", "created_at", "dashboard_link"]
+    fieldsets = [
+        (None, {"fields": ["slug", "name", "plan"]}),
+        (
+            "Limits (empty: the plan's default)",
+            {"fields": ["monthly_receipt_cap", "rate_per_minute", "rate_burst"]},
+        ),
+    ]
+    search_fields = ["slug", "name"]
+    list_filter = ["plan"]

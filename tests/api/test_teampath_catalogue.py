@@ -1,0 +1,35 @@
+"""The team-path error catalogue is generated from the error classes, and the document and
+the OpenAPI enum say exactly what the code answers."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from django.core.management import call_command
+
+from apps.api.catalogue import catalogue_markdown, teampath_catalogue
+from apps.api.management.commands.teampath_errors import DOC, documented_catalogue
+from apps.common.openapi import TEAMPATH_ERROR_CODES
+
+
+def test_the_document_holds_the_generated_catalogue() -> None:
+    # On failure: python manage.py teampath_errors --write
+    assert documented_catalogue(DOC.read_text()) == catalogue_markdown()
+
+
+def test_the_openapi_error_enum_names_every_catalogued_code() -> None:
+    assert sorted(TEAMPATH_ERROR_CODES) == sorted({row.code for row in teampath_catalogue()})
+
+
+def test_each_code_has_one_status() -> None:
+    statuses: dict[str, set[int]] = {}
+    for row in teampath_catalogue():
+        statuses.setdefault(row.code, set()).add(row.status)
+    assert {code: s for code, s in statuses.items() if len(s) > 1} == {}
+
+
+def test_the_command_prints_the_catalogue() -> None:
+    out = StringIO()
+    call_command("teampath_errors", stdout=out)
+    assert "| 410 | `approval_expired` |" in out.getvalue()
+    assert "| 429 | `quota_exceeded` |" in out.getvalue()
