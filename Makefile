@@ -28,7 +28,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 
 typecheck: $(VENV)/.installed
-	$(VENV)/bin/mypy apps config
+	$(VENV)/bin/mypy apps clients config
 
 # Migrations up to date, and the production settings pass Django's deployment checks.
 checks: $(VENV)/.installed

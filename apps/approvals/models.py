@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from apps.common.vocabulary import ON_TIMEOUT
 from apps.tenancy.models import Org
 
 
@@ -55,6 +56,14 @@ class ApprovalStatus(models.TextChoices):
     EXPIRED = "expired", "Expired"  # team-path only: past expiresAt with nobody deciding
 
 
+class ApprovalFlag(models.TextChoices):
+    """Set once the expiry passed without a decision while the approval stays pending: the
+    service never approves on its own, so ``escalate`` and ``auto_approve`` only flag it."""
+
+    ESCALATED = "escalated", "Escalated"
+    AUTO_APPROVE_REFUSED = "auto_approve_refused", "Auto-approve refused"
+
+
 class Approval(models.Model):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
     approval_id = models.CharField(max_length=40, unique=True)
@@ -82,9 +91,11 @@ class Approval(models.Model):
     suspended_content = models.TextField(blank=True, default="")
     approved_count = models.PositiveIntegerField(default=0)
     expires_at = models.DateTimeField(null=True, blank=True)
-    on_timeout = models.CharField(max_length=16, blank=True, default="")
-    # "escalated" or "auto_approve_refused" once the expiry passed without a decision.
-    flag = models.CharField(max_length=32, blank=True, default="")
+    # What the suspended receipt's signed terms say happens at expiry; "" when it signed none.
+    on_timeout = models.CharField(
+        max_length=16, blank=True, default="", choices=[(word, word) for word in ON_TIMEOUT]
+    )
+    flag = models.CharField(max_length=32, blank=True, default="", choices=ApprovalFlag.choices)
     # Team-path: digest of the one-time approver-page token; opaque routing hint.
     access_token_digest = models.CharField(max_length=64, blank=True, default="")
     routing_hint = models.CharField(max_length=200, blank=True, default="")

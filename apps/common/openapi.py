@@ -24,6 +24,8 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
+from apps.common.vocabulary import TRUST_LEVELS
+
 Schema = dict[str, Any]
 
 PROFILES = ("keyscoped", "teampath")
@@ -160,12 +162,12 @@ COMPONENTS: dict[str, Schema] = {
             "seq": {"type": "integer", "minimum": 1, "description": "Per-org mirror position."},
             "trust_level": {
                 "type": "string",
-                "enum": ["L0", "L1"],
+                "enum": list(TRUST_LEVELS),
                 "description": "The level the service derived and stored (server.md §1).",
             },
             "claimed_trust_level": {
                 "type": "string",
-                "enum": ["L0", "L1"],
+                "enum": list(TRUST_LEVELS),
                 "description": "The receipt's own claim, only where it differs (lifecycle links).",
             },
         },
@@ -396,10 +398,10 @@ COMPONENTS: dict[str, Schema] = {
             "seq": {"type": "integer", "minimum": 1},
             "action_hash": _STRING,
             "kind": _STRING,
-            "trust_level": {"type": "string", "enum": ["L0", "L1"]},
+            "trust_level": {"type": "string", "enum": list(TRUST_LEVELS)},
             "claimed_trust_level": {
                 "type": "string",
-                "enum": ["", "L0", "L1"],
+                "enum": ["", *TRUST_LEVELS],
                 "description": "The receipt's own claim where it differs from `trust_level`.",
             },
             "receipt_digest": {**_STRING, "description": "BLAKE3 of `receipt`."},
@@ -490,12 +492,12 @@ COMPONENTS: dict[str, Schema] = {
             "accepted": {"type": "boolean"},
             "trustLevel": {
                 "type": "string",
-                "enum": ["L0", "L1"],
+                "enum": list(TRUST_LEVELS),
                 "description": "Only when accepted: the level the service derived and stored.",
             },
             "claimedTrustLevel": {
                 "type": "string",
-                "enum": ["L0", "L1"],
+                "enum": list(TRUST_LEVELS),
                 "description": "Only where the receipt's own claim differs (lifecycle links).",
             },
             "rejectionReason": {

@@ -63,7 +63,3 @@ def policy_history(*, org: Org, limit: int = 50) -> list[PolicyDeployment]:
         .select_related("version", "previous_version", "deployed_by")
         .order_by("-deployed_at", "-id")[:limit]
     )
-
-
-def policy_version_get(*, org: Org, policy_id: str) -> PolicyVersion | None:
-    return PolicyVersion.objects.filter(org=org, policy_id=policy_id).first()

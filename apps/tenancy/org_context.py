@@ -45,7 +45,6 @@ from django.db.backends.signals import connection_created
 from apps.common.prepared import fetchone_checked
 
 ALL = "all"
-NONE = "none"
 
 _SET_CONTEXT = "SELECT set_config('app.org_ids', %s, false), set_config('app.all_orgs', %s, false)"
 # On the connection wrapper: the context its session has, and whether that context belongs

@@ -10,8 +10,9 @@ from nacl.signing import SigningKey
 from rest_framework.test import APIClient
 
 from apps.approvals.services import approver_key_register
-from apps.approvals.tokens import l1_cosign_payload, quorum_cosign_payload, sign_approval_token
+from apps.approvals.tokens import l1_cosign_payload, quorum_cosign_payload
 from apps.receipts.verifier import content_bytes
+from tests.approvals.signing import sign_approval_token
 from tests.receipts.factories import Agent, public_b64
 
 DOMAIN_APPROVAL = b"heso-approval/v1\x00"

@@ -14,6 +14,7 @@ from apps.approvals.errors import (
 )
 from apps.approvals.models import (
     Approval,
+    ApprovalFlag,
     ApprovalStatus,
     ApproverKey,
 )
@@ -36,7 +37,11 @@ def expire_locked(approval: Approval, now: datetime) -> bool:
         metrics.approval_transition(ApprovalStatus.REJECTED)
     elif approval.on_timeout in ("escalate", "auto_approve"):
         # Nobody signed, so the service never approves on its own: it stays pending.
-        flag = "escalated" if approval.on_timeout == "escalate" else "auto_approve_refused"
+        flag = (
+            ApprovalFlag.ESCALATED
+            if approval.on_timeout == "escalate"
+            else ApprovalFlag.AUTO_APPROVE_REFUSED
+        )
         if approval.flag == flag:
             return False
         approval.flag = flag

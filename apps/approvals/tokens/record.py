@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from apps.common.vocabulary import RECORD_DECISIONS
 from apps.receipts.verifier import DecodeError, JsonNumber, JsonObject, JsonValue, parse_json
 
-RECORD_DECISIONS = ("approved", "rejected", "escalated")
 _REQUIRED_STRINGS = ("approver_identity", "reason", "decided_at")
 # Declaration order: the positions of the sequence form and the order of the output.
 _MEMBERS = ("decision", "approver_identity", "reason", "decided_at", "sla_minutes")

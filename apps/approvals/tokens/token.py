@@ -17,8 +17,6 @@ from collections.abc import Collection, Container
 from dataclasses import dataclass
 from typing import Literal
 
-from nacl.signing import SigningKey
-
 from apps.approvals.tokens.errors import (
     ApprovalTokenExpired,
     ApprovalTokenInvalidDecision,
@@ -77,35 +75,6 @@ def encode_approval_token(
     if len(public_key) != PUBLIC_KEY_LENGTH:
         raise ValueError("public_key must be 32 bytes")
     return _fields(nonce, expiry, decision, scope) + signature + public_key
-
-
-def sign_approval_token(
-    signing_key: SigningKey,
-    *,
-    nonce: bytes,
-    expiry: int,
-    decision: Decision,
-    scope: str,
-    action_canonical: bytes,
-) -> bytes:
-    """Mint a token signed with ``signing_key``, as an approver's device would."""
-    message = approval_token_message(
-        nonce=nonce,
-        expiry=expiry,
-        decision=decision,
-        scope=scope,
-        action_canonical=action_canonical,
-    )
-    signature: bytes = signing_key.sign(message).signature
-    public_key: bytes = bytes(signing_key.verify_key)
-    return encode_approval_token(
-        nonce=nonce,
-        expiry=expiry,
-        decision=decision,
-        scope=scope,
-        signature=signature,
-        public_key=public_key,
-    )
 
 
 def _fields(nonce: bytes, expiry: int, decision: Decision, scope: str) -> bytes:

@@ -11,35 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from apps.common.vocabulary import DECISION_PATHS, DecisionPath
+from apps.common.vocabulary import VERBS as RECEIPT_VERBS
+from apps.common.vocabulary import Verb as ReceiptVerb
+
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
-Verb: TypeAlias = Literal[
-    "llm_call",
-    "tool_call",
-    "http_request",
-    "payment",
-    "data_export",
-    "account_change",
-    "delete",
-    "any",
-]
-DecisionName: TypeAlias = Literal["allow", "block", "redact", "require_approval"]
+# A rule names a receipt verb, or ``any``; it decides what a receipt's decision_path says.
+Verb: TypeAlias = Literal[ReceiptVerb, "any"]
+DecisionName: TypeAlias = DecisionPath
 Operator: TypeAlias = Literal[
     "gt", "gte", "lt", "lte", "eq", "neq", "in", "not_in", "exists", "matches"
 ]
 SubjectKind: TypeAlias = Literal["any", "workflow", "account"]
 
-VERBS: tuple[Verb, ...] = (
-    "llm_call",
-    "tool_call",
-    "http_request",
-    "payment",
-    "data_export",
-    "account_change",
-    "delete",
-    "any",
-)
-DECISIONS: tuple[DecisionName, ...] = ("allow", "block", "redact", "require_approval")
+VERBS: tuple[Verb, ...] = (*RECEIPT_VERBS, "any")
+DECISIONS: tuple[DecisionName, ...] = DECISION_PATHS
 OPERATORS: tuple[Operator, ...] = (
     "gt",
     "gte",

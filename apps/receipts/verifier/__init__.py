@@ -14,7 +14,7 @@ from apps.receipts.verifier.jsontext import (
     object_members,
     parse_json,
 )
-from apps.receipts.verifier.schema import decode_approver_record, decode_content, free_value
+from apps.receipts.verifier.schema import decode_approver_record, decode_content
 from apps.receipts.verifier.signatures import (
     DOMAIN_ACTION,
     DOMAIN_APPROVAL,
@@ -54,7 +54,6 @@ __all__ = [
     "content_hash",
     "decode_approver_record",
     "decode_content",
-    "free_value",
     "link_hash",
     "object_members",
     "parse_json",

@@ -15,6 +15,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from apps.common.vocabulary import (
+    DECISION_PATHS,
+    LIFECYCLE_KINDS,
+    ON_TIMEOUT,
+    RECORD_DECISIONS,
+    TRUST_LEVELS,
+    VERBS,
+)
 from apps.receipts.verifier.jsontext import DecodeError, JsonNumber, JsonObject
 
 # Presence codes of receipts.md §2: R required, O optional, F boolean defaulting to false,
@@ -94,13 +102,7 @@ MANDATE: Fields = {
 }
 
 ACTION: Fields = {
-    "verb": (
-        REQ,
-        enum(
-            "llm_call", "tool_call", "http_request", "payment", "data_export",
-            "account_change", "delete",
-        ),
-    ),
+    "verb": (REQ, enum(*VERBS)),
     "domain": (OPT, STR),
     "action": (OPT, STR),
     "ert": (OPT, obj(ERT)),
@@ -120,11 +122,11 @@ POLICY: Fields = {
     "rule_id": (REQ, STR),
     "rule_display": (REQ, STR),
     "matched_conditions": (REQ, arr(obj(MATCHED_CONDITION))),
-    "decision_path": (REQ, enum("allow", "block", "redact", "require_approval")),
+    "decision_path": (REQ, enum(*DECISION_PATHS)),
 }
 
 APPROVER_RECORD: Fields = {
-    "decision": (REQ, enum("approved", "rejected", "escalated")),
+    "decision": (REQ, enum(*RECORD_DECISIONS)),
     "approver_identity": (REQ, STR),
     "reason": (REQ, STR),
     "decided_at": (REQ, STR),
@@ -181,7 +183,7 @@ SUSPENSION: Fields = {
             {
                 "sla": (REQ, STR),
                 "expires_at": (REQ, STR),
-                "on_timeout": (REQ, enum("deny", "escalate", "auto_approve")),
+                "on_timeout": (REQ, enum(*ON_TIMEOUT)),
                 "approver_pubkeys": (REQ, STRINGS),
                 "escalation": (OPT, obj({"after": (REQ, STR), "to": (REQ, STRINGS)})),
             }
@@ -222,11 +224,6 @@ METRICS: Fields = {
     "retries": (OPT, U32),
 }
 
-LIFECYCLE_KINDS = (
-    "action", "suspended", "approved", "denied", "expired", "escalated", "completed",
-    "key_rotation",
-)  # fmt: skip
-
 CONTENT: Fields = {
     "action_version": (REQ, STR),
     "captured_at": (REQ, STR),
@@ -237,7 +234,7 @@ CONTENT: Fields = {
     "multi_approval": (OPT, obj(MULTI_APPROVAL)),
     "redaction": (OPT, obj(REDACTION)),
     "guardrail": (OPT, obj(GUARDRAIL)),
-    "trust_level": (REQ, enum("L0", "L1")),
+    "trust_level": (REQ, enum(*TRUST_LEVELS)),
     "action_hash": (REQ, STR),
     "session_id": (OPT, STR),
     "seq": (OPT, U64),
@@ -450,8 +447,3 @@ def decode_content(value: Any) -> dict[str, Any]:
 
 def decode_approver_record(value: Any) -> dict[str, Any]:
     return _Decoder().object(value, APPROVER_RECORD, "record")
-
-
-def free_value(value: Any) -> Any:
-    """A parsed free-form JSON value as the reference decodes it (numbers as doubles)."""
-    return _Decoder().free(value, "value", nul_allowed=True)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from blake3 import blake3
 
+from apps.common.vocabulary import DECISION_KINDS
 from apps.receipts.verifier.canonical import canonicalize
 from apps.receipts.verifier.jsontext import DecodeError, JsonValue, parse_json
 from apps.receipts.verifier.schema import decode_envelope
@@ -30,7 +31,7 @@ VERSION_V2 = "heso-action/2.0"
 VERSION_V1 = "heso-action/1.0"
 REDACTION_ALGORITHM = "salted-blake3/v1"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_DECISION_KINDS = frozenset({"approved", "denied", "expired", "escalated"})
+_DECISION_KINDS = frozenset(DECISION_KINDS)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from apps.approvals.tokens import (
     ApprovalTokenUnregisteredKey,
     TokenClaims,
     encode_approval_token,
-    sign_approval_token,
     verify_approval_token,
 )
+from tests.approvals.signing import sign_approval_token
 
 ACTION = b'{"action":{"verb":"payment"}}'
 NONCE = bytes(range(32))

@@ -5,6 +5,6 @@
 >>> client.push_receipt(receipt)          # {"receiptId", "accepted", "rejectionReason"?}
 """
 
-from apps.teampath_client.client import TeamPathClient, TeamPathError
+from clients.teampath.client import TeamPathClient, TeamPathError
 
 __all__ = ["TeamPathClient", "TeamPathError"]

@@ -9,7 +9,7 @@ import pytest
 
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
-from apps.teampath_client import TeamPathClient, TeamPathError
+from clients.teampath import TeamPathClient, TeamPathError
 from tests.receipts.factories import Agent, as_text
 
 pytestmark = [pytest.mark.urls("config.urls.teampath"), pytest.mark.django_db(transaction=True)]
