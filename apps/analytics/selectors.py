@@ -18,7 +18,8 @@ from django.utils import timezone
 from apps.analytics.models import RefusalCount
 from apps.approvals.models import Approval, ApprovalStatus
 from apps.policy.models import PolicyHead
-from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.receipts.models import MirrorEntry
+from apps.receipts.selectors import mirror_head_get
 from apps.tenancy.models import Org
 
 SPARK_DAYS = 30
@@ -55,8 +56,8 @@ def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCou
     days = _days(now.date())
     since = datetime.combine(days[0], datetime.min.time(), tzinfo=now.tzinfo)
 
-    head = MirrorHead.objects.filter(org=org).values_list("size", "month", "month_count").first()
-    size, month, month_count = head or (0, "", 0)
+    stored = mirror_head_get(org=org)
+    size, month, month_count = stored.size, stored.month, stored.month_count
     this_month = month_count if month == now.strftime("%Y-%m") else 0
     cap = org.effective_monthly_receipt_cap
 

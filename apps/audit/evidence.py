@@ -75,8 +75,8 @@ from apps.approvals.models import Approval, ApproverKey
 from apps.approvals.services import approval_roster
 from apps.audit.selectors import ENTRY_FIELDS
 from apps.common.errors import InvalidInput
-from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD
-from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.receipts.models import MirrorEntry
+from apps.receipts.selectors import mirror_head_get
 from apps.receipts.verifier.chain import link_hash
 from apps.tenancy.models import Org
 from apps.tenancy.org_context import settle
@@ -518,8 +518,8 @@ def evidence_export(
         receipts, chain, approvals, keys, sessions, records, manifest = (spool() for _ in range(7))
         session_data = files.enter_context(tempfile.TemporaryFile())
         with _snapshot():
-            head_row = MirrorHead.objects.filter(org=org).values_list("size", "head").first()
-            size, head = head_row or (0, EMPTY_CHAIN_HEAD)
+            stored = mirror_head_get(org=org)
+            size, head = stored.size, stored.head
             rows = _window_rows(org, window, size)
             seen = _write_receipts(receipts, rows)
             _write_json(

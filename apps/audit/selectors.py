@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD
-from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.receipts.models import MirrorEntry
+from apps.receipts.selectors import mirror_head_get
 from apps.tenancy.models import Org
 
 # The members of a chain entry. ``receipt`` is the stored JCS text, so a verifier can
@@ -41,8 +41,8 @@ def audit_chain_window(*, org: Org, limit: int, before: int | None = None) -> Ch
 
     Two indexed queries: the head row, and a range scan of (org, seq).
     """
-    head_row = MirrorHead.objects.filter(org=org).values_list("size", "head").first()
-    size, head = head_row if head_row else (0, EMPTY_CHAIN_HEAD)
+    stored = mirror_head_get(org=org)
+    size, head = stored.size, stored.head
     rows = MirrorEntry.objects.filter(org=org)
     if before is not None:
         rows = rows.filter(seq__lt=before)

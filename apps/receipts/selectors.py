@@ -12,6 +12,24 @@ from apps.tenancy.models import Org
 
 
 @dataclass(frozen=True)
+class ChainHead:
+    """Where an org's chain stands: its size and head hash, and the month's append count
+    ("YYYY-MM", UTC) the quota reads."""
+
+    size: int
+    head: str
+    month: str
+    month_count: int
+
+
+def mirror_head_get(*, org: Org) -> ChainHead:
+    """The org's chain head; an org that never mirrored has the empty chain."""
+    row = MirrorHead.objects.filter(org=org).values_list("size", "head", "month", "month_count")
+    size, head, month, month_count = row.first() or (0, EMPTY_CHAIN_HEAD, "", 0)
+    return ChainHead(size=size, head=head, month=month, month_count=month_count)
+
+
+@dataclass(frozen=True)
 class ChainCheck:
     size: int
     head: str
@@ -31,8 +49,8 @@ def mirror_chain_check(
     Stops at the first entry whose stored receipt, digest, verdict, position or chain hash
     does not hold, and names its ``seq``.
     """
-    head_row = MirrorHead.objects.filter(org=org).first()
-    total = head_row.size if head_row else 0
+    stored = mirror_head_get(org=org)
+    total = stored.size
     running = EMPTY_CHAIN_HEAD
     expected_seq = 0
     entries = MirrorEntry.objects.filter(org=org).order_by("seq")
@@ -44,12 +62,12 @@ def mirror_chain_check(
         running = entry.chain_hash
         if progress is not None:
             progress(expected_seq, total)
-    if head_row is not None and (head_row.size, head_row.head) != (expected_seq, running):
+    if (stored.size, stored.head) != (expected_seq, running):
         return ChainCheck(
             size=total,
             head=running,
             first_bad_seq=expected_seq + 1,
-            problem=f"chain head records {head_row.size} entries ending {head_row.head}, "
+            problem=f"chain head records {stored.size} entries ending {stored.head}, "
             f"the entries end at {expected_seq} with {running}",
         )
     return ChainCheck(size=expected_seq, head=running)
