@@ -15,10 +15,9 @@ from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from apps.analytics.models import RefusalCount
 from apps.approvals.models import Approval, ApprovalStatus
 from apps.policy.models import PolicyHead
-from apps.receipts.models import MirrorEntry
+from apps.receipts.models import MirrorEntry, RefusalCount
 from apps.receipts.selectors import mirror_head_get
 from apps.tenancy.models import Org
 

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from rest_framework.response import Response
 
-from apps.api.keyscoped import keyscoped_exception_handler
-from apps.api.teampath import teampath_exception_handler
+from apps.api.keyscoped.base import keyscoped_exception_handler
+from apps.api.teampath.base import teampath_exception_handler
 from apps.common.responses import error_response
 
 

@@ -103,3 +103,15 @@ class RosterTooSmall(DomainError):
 
 class ApproverKeyRefused(DomainError):
     code = "approver_key_refused"
+
+
+class ReceiptNotSuspended(DomainError):
+    """The receipt verifies but does not wait for a human: nothing to approve."""
+
+    status = HTTPStatus.UNPROCESSABLE_ENTITY
+    code = "receipt_not_suspended"
+    teampath_when = (
+        "The receipt verifies but is not waiting for a human (not an L0 action whose "
+        "`decision_path` is `require_approval`, nor a `suspended` lifecycle receipt)"
+    )
+    teampath_routes = "`POST /v1/approvals`"

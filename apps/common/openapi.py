@@ -828,7 +828,7 @@ class DashboardJwtScheme(OpenApiAuthenticationExtension):  # type: ignore[no-unt
 
 
 class TeamPathApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    target_class = "apps.api.teampath.BearerApiKeyAuthentication"
+    target_class = "apps.api.teampath.base.BearerApiKeyAuthentication"
     name = "BearerApiKey"
     priority = 1
 

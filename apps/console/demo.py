@@ -5,8 +5,8 @@ file (``LOCAL_DATA_DIR/demo.json``, mode 0600, never in the database) and are re
 it exists; receipts already mirrored are not pushed again; the example policy is deployed
 only when the org has none. Only the demo org is touched: an existing org of that slug
 that was not created as the demo is refused. The console sits above every feature app,
-so the seed goes through their own services (verification and append as the push route
-does, the approval a suspended push opens, approver key registration, policy deploy).
+so the seed goes through their own services (the receipt intake the push routes use, which
+opens the approval of a suspended receipt; approver key registration, policy deploy).
 """
 
 from __future__ import annotations
@@ -21,20 +21,14 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from nacl.signing import SigningKey
 
 from apps.approvals.models import ApproverKey
-from apps.approvals.services import (
-    approval_open_for_suspended,
-    approver_key_register,
-    is_suspended,
-)
+from apps.approvals.services import approver_key_register, receipt_intake
 from apps.common.errors import DomainError
 from apps.policy.models import DeployChannel, PolicyHead
 from apps.policy.services import policy_deploy
-from apps.receipts.apis import parse_push_body, verified_receipt
-from apps.receipts.services import receipt_append
+from apps.receipts.verifier import parse_json
 from apps.tenancy.models import DEFAULT_SCOPES, Membership, Org, Plan, Role
 from apps.tenancy.services import api_key_authenticate, api_key_issue, membership_add, org_create
 
@@ -176,17 +170,9 @@ def _seed_receipts(org: Org, corpus: dict[str, Any]) -> int:
     for name, indexes in SEEDED_FLOWS:
         receipts = _flow(corpus, name)
         for index in indexes:
-            # Through the push route's own parsing and verification, as sent on the wire.
-            body = json.dumps({"receipt": receipts[index]}, ensure_ascii=False).encode()
-            receipt, trust_level = verified_receipt(parse_push_body(body).receipt, org=org)
-            with transaction.atomic():
-                outcome = receipt_append(org=org, receipt=receipt, trust_level=trust_level)
-                if outcome.appended and is_suspended(receipt.content):
-                    approval_open_for_suspended(
-                        org=org,
-                        content=receipt.content,
-                        operator_keys=[key for key in [receipt.operator_public_key] if key],
-                    )
+            # Through the push's own intake, parsed from the wire text as the route does.
+            wire = json.dumps(receipts[index], ensure_ascii=False).encode()
+            outcome = receipt_intake(org=org, receipt=parse_json(wire))
             appended += int(outcome.appended)
     return appended
 

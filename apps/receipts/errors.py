@@ -7,7 +7,7 @@ from http import HTTPStatus
 
 from django.utils import timezone
 
-from apps.common.errors import DomainError, NotFound
+from apps.common.errors import DomainError, InvalidInput, NotFound
 
 
 class ReceiptRejected(DomainError):
@@ -82,3 +82,12 @@ def seconds_until_next_month(now: datetime) -> int:
     year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
     start = datetime(year, month, 1, tzinfo=UTC)
     return max(1, int((start - now).total_seconds() + 0.999999))
+
+
+class BatchTooLarge(InvalidInput):
+    """More receipts in one team-path batch than the route takes (400 in both profiles)."""
+
+    status = HTTPStatus.BAD_REQUEST
+    code = "batch_too_large"
+    teampath_when = "More receipts in one batch than `TEAMPATH_BATCH_MAX` (default 100)"
+    teampath_routes = "`POST /v1/receipts/batch`"

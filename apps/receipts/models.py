@@ -84,3 +84,21 @@ class MirrorEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.org_id}#{self.seq} {self.action_hash[:12]}…"
+
+
+class RefusalCount(models.Model):
+    """Refused pushes per org, day (UTC) and verdict kind: what the mirror cannot derive
+    from its own rows. Counted by :func:`apps.receipts.services.refusal_record`."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    day = models.DateField()
+    kind = models.CharField(max_length=64)  # the verdict kind (Malformed, BadSignature, ...)
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "day", "kind"], name="refusal_org_day_kind")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.org_id} {self.day} {self.kind}: {self.count}"

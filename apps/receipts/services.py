@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.common import metrics
@@ -33,7 +33,7 @@ from apps.receipts.errors import (
     SupersedeTargetNotFound,
 )
 from apps.receipts.mirror_chain import chain_hash, receipt_digest
-from apps.receipts.models import MirrorEntry, TrustLevel
+from apps.receipts.models import MirrorEntry, RefusalCount, TrustLevel
 from apps.receipts.verifier import DecodedReceipt, canonicalize, link_hash, parse_json
 from apps.receipts.verifier.schema import decode_envelope
 from apps.tenancy.models import ApiKey, Org
@@ -396,3 +396,18 @@ def _check_session_continuity(
             f"chain constraint: prev_receipt_hash {receipt.prev_receipt_hash} does not link to "
             f"the mirrored receipt at seq {receipt.seq - 1} of session {receipt.session_id!r}"
         )
+
+
+_COUNT_REFUSAL = (
+    f"INSERT INTO {RefusalCount._meta.db_table} (org_id, day, kind, count) "  # noqa: S608
+    "VALUES (%s, %s, %s, 1) ON CONFLICT (org_id, day, kind) "
+    f"DO UPDATE SET count = {RefusalCount._meta.db_table}.count + 1"
+)
+
+
+def refusal_record(*, org: Org, kind: str) -> None:
+    """Count one refused receipt of verdict ``kind`` for today (UTC); exact under
+    concurrency (one upsert)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_REFUSAL, [org.pk, timezone.now().date(), kind[:64]])
+    metrics.receipts_refused(kind)

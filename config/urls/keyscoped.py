@@ -4,22 +4,22 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
-from apps.analytics.apis import AnalyticsApi
-from apps.approvals.apis import (
+from apps.api.keyscoped.analytics import AnalyticsApi
+from apps.api.keyscoped.approvals import (
     ApprovalAssemblyApi,
     ApprovalDetailApi,
     ApprovalOpenApi,
     ApprovalSubmitTokenApi,
     ApproverKeyRegisterApi,
 )
-from apps.audit.apis import AuditChainApi, EvidenceExportApi
+from apps.api.keyscoped.audit import AuditChainApi, EvidenceExportApi
+from apps.api.keyscoped.console_tokens import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
+from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
+from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
 from apps.common.schema_views import schema_urlpatterns
-from apps.console.token_apis import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
 from apps.console.urls import urlpatterns as console_urlpatterns
-from apps.policy.apis import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
-from apps.receipts.apis import ReceiptPushApi
 
 urlpatterns = [
     # The service has no home page of its own: the root leads to the console.

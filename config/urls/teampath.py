@@ -4,17 +4,17 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
-from apps.approvals.teampath_apis import (
+from apps.api.teampath.approvals import (
     ApprovalOpenApi,
     ApprovalPollApi,
     ApprovalTokenSubmitApi,
 )
+from apps.api.teampath.policy import TeamPolicyApi
+from apps.api.teampath.receipts import ReceiptBatchPushApi, ReceiptPushApi
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
 from apps.common.schema_views import schema_urlpatterns
 from apps.console.urls import urlpatterns as console_urlpatterns
-from apps.policy.teampath_apis import TeamPolicyApi
-from apps.receipts.teampath_apis import ReceiptBatchPushApi, ReceiptPushApi
 
 urlpatterns = [
     # The service has no home page of its own: the root leads to the console.

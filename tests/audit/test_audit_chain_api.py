@@ -85,7 +85,7 @@ def test_bad_paging_parameters_are_422(cast, dashboard, query) -> None:
 
 
 def test_the_default_page_is_100_and_the_maximum_1000(cast, dashboard) -> None:
-    from apps.audit.apis import DEFAULT_LIMIT, MAX_LIMIT
+    from apps.api.keyscoped.audit import DEFAULT_LIMIT, MAX_LIMIT
 
     assert (DEFAULT_LIMIT, MAX_LIMIT) == (100, 1000)
 

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.api.keyscoped import DashboardApi, KeyScopedSdkApi
+from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
 from apps.common.errors import ServiceUnavailable
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import console_principal, scope_required, sdk_principal

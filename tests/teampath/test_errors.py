@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from rest_framework import exceptions
 
-from apps.api.teampath import teampath_exception_handler
+from apps.api.teampath.base import teampath_exception_handler
 from apps.common.errors import ServiceUnavailable
 from tests.receipts.factories import Agent, as_text
 from tests.teampath.conftest import TEAMPATH, assert_error
@@ -34,12 +34,12 @@ def test_a_wrong_method_is_405_method_not_allowed(acme):
 
 
 def test_an_unhandled_exception_is_500_internal_error_in_the_body(cast, monkeypatch):
-    from apps.receipts import teampath_apis
+    from apps.approvals.services import intake
 
     def explode(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(teampath_apis, "receipt_append", explode)
+    monkeypatch.setattr(intake, "receipt_append", explode)
     response = Client(raise_request_exception=False).post(
         "/v1/receipts",
         as_text(Agent().receipt()),

@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.keyscoped import DashboardApi, KeyScopedSdkApi
+from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
 from apps.tenancy.models import Role, Scope
 from apps.tenancy.permissions import role_required, scope_required
 

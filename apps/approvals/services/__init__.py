@@ -8,9 +8,19 @@ named ``<entity>_<action>``; callers import from here.
 - ``opening``: explicit and provisional opens;
 - ``state``: reading with the expiry outcome applied, eligible approvers, the roster;
 - ``voting``: the one vote path (both profiles and the console), legs, assembly;
-- ``history``: the approval's history rows.
+- ``history``: the approval's history rows;
+- ``intake``: receipt intake, the SDK's push (verify, count a refusal, append, open the
+  approval of a suspended receipt), single and batch, for both profiles.
 """
 
+from apps.approvals.services.intake import (
+    IntakeOutcome,
+    ReceiptRefusal,
+    claimed_action_hash,
+    receipt_intake,
+    receipt_intake_batch,
+    receipt_verify,
+)
 from apps.approvals.services.keys import (
     PLACEHOLDER_DECISION_KEY,
     Registered,
@@ -52,8 +62,10 @@ from apps.approvals.services.voting import (
 __all__ = [
     "APPROVAL_ID_PREFIX",
     "PLACEHOLDER_DECISION_KEY",
+    "IntakeOutcome",
     "Opened",
     "OpenedWithToken",
+    "ReceiptRefusal",
     "Registered",
     "access_token_digest",
     "active_approver_key",
@@ -72,9 +84,13 @@ __all__ = [
     "approver_key_register",
     "approver_key_revoke",
     "canonical_public_key",
+    "claimed_action_hash",
     "eligible_approvers",
     "is_suspended",
     "mirror_trust_level",
     "mirrored_content",
+    "receipt_intake",
+    "receipt_intake_batch",
+    "receipt_verify",
     "ticket_hash",
 ]

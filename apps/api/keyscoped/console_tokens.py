@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.api.base import ExceptionHandler
-from apps.api.keyscoped import keyscoped_exception_handler
+from apps.api.keyscoped.base import keyscoped_exception_handler
 from apps.common.errors import Forbidden
 from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
 from apps.tenancy.console_tokens import (

@@ -16,7 +16,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.keyscoped import DashboardApi
+from apps.api.keyscoped.base import DashboardApi
 from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.audit.selectors import audit_chain_window
 from apps.common.errors import InvalidInput

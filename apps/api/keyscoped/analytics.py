@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.analytics.selectors import analytics_counters
-from apps.api.keyscoped import DashboardApi
+from apps.api.keyscoped.base import DashboardApi
 from apps.common.openapi import keyscoped_errors, list_of, ok
 from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required

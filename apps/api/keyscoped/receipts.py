@@ -11,28 +11,15 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.analytics.services import refusal_record
-from apps.api.keyscoped import KeyScopedSdkApi
-from apps.approvals.services import (
-    approval_open_for_suspended,
-    is_suspended,
-    mirror_trust_level,
-)
+from apps.api.keyscoped.base import KeyScopedSdkApi
+from apps.approvals.services import claimed_action_hash, receipt_intake
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.json_body import plain_member, read_json_bytes
 from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
-from apps.receipts.errors import QuotaExceeded, ReceiptMalformed, ReceiptRejected
-from apps.receipts.services import AppendOutcome, receipt_append
-from apps.receipts.verifier import (
-    DecodedReceipt,
-    DecodeError,
-    JsonValue,
-    Verdict,
-    object_members,
-    parse_json,
-    verify_receipt_value,
-)
-from apps.tenancy.models import Org, Scope
+from apps.receipts.errors import QuotaExceeded
+from apps.receipts.services import AppendOutcome
+from apps.receipts.verifier import DecodeError, JsonValue, object_members, parse_json
+from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 ACTION_HASH = re.compile(r"[0-9a-f]{64}")
@@ -82,17 +69,6 @@ def parse_push_body(body: bytes) -> PushInput:
     return PushInput(receipt=receipt, supersedes_action_hash=supersedes)
 
 
-def verified_receipt(receipt: JsonValue, *, org: Org) -> tuple[DecodedReceipt, str]:
-    """The decoded receipt and the trust level the mirror derives for it in ``org``
-    (server.md §1), or the refusal of server.md §2."""
-    verdict: Verdict = verify_receipt_value(receipt)
-    if verdict.stage == "decode":
-        raise ReceiptMalformed(f"Malformed: {verdict.detail}")
-    if not verdict.is_valid or verdict.receipt is None or verdict.trust_level is None:
-        raise ReceiptRejected(verdict.kind, verdict.detail)
-    return verdict.receipt, mirror_trust_level(org=org, verdict=verdict)
-
-
 def push_answer(outcome: AppendOutcome) -> dict[str, object]:
     """``ReceiptPushResponse``: the entry, with the level the service stored (server.md §1)
     and the receipt's own claim where it differs."""
@@ -140,40 +116,22 @@ class ReceiptPushApi(KeyScopedSdkApi):
 
     def post(self, request: Request) -> Response:
         principal = sdk_principal(request)
-        body = read_json_bytes(request)
-        push = parse_push_body(body)
+        push = parse_push_body(read_json_bytes(request))
         try:
-            receipt, trust_level = verified_receipt(push.receipt, org=principal.org)
-        except ReceiptRejected as refusal:
-            refusal_record(org=principal.org, kind=refusal.kind)
-            raise
-        except ReceiptMalformed:
-            refusal_record(org=principal.org, kind="Malformed")
-            raise
-        try:
-            outcome = receipt_append(
+            outcome = receipt_intake(
                 org=principal.org,
-                receipt=receipt,
-                trust_level=trust_level,
+                receipt=push.receipt,
                 supersedes_action_hash=push.supersedes_action_hash,
                 api_key=principal.api_key,
             )
         except QuotaExceeded as refusal:
-            return Response(
-                {
-                    "status": "quota_exceeded",
-                    "entry_hash": receipt.action_hash,
-                    "seq": None,
-                    "detail": refusal.message,
-                },
-                status=refusal.status,
-            )
-        if outcome.appended and is_suspended(receipt.content):
-            approval_open_for_suspended(
-                org=principal.org,
-                content=receipt.content,
-                operator_keys=[key for key in [receipt.operator_public_key] if key],
-            )
+            quota = {
+                "status": "quota_exceeded",
+                "entry_hash": claimed_action_hash(push.receipt),
+                "seq": None,
+                "detail": refusal.message,
+            }
+            return Response(quota, status=refusal.status)
         return Response(
             push_answer(outcome), status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK
         )

@@ -28,15 +28,17 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.teampath import TeamPathApi
+from apps.api.teampath.base import TeamPathApi, parse_body
+from apps.approvals.errors import ReceiptNotSuspended
 from apps.approvals.models import Approval, ApprovalStatus
 from apps.approvals.services import (
     approval_get_by_id,
     approval_open_with_access_token,
     approval_vote_with_token,
     is_suspended,
+    receipt_verify,
 )
-from apps.common.errors import DomainError, InvalidInput
+from apps.common.errors import InvalidInput
 from apps.common.json_body import plain_member, read_json_bytes
 from apps.common.openapi import (
     json_body,
@@ -45,24 +47,11 @@ from apps.common.openapi import (
     teampath_error,
     teampath_errors,
 )
-from apps.receipts.teampath_apis import checked_receipt, parse_body
 from apps.receipts.verifier import JsonValue, object_members
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 ROUTING_HINT_MAX_CHARS = 200
-
-
-class ReceiptNotSuspended(DomainError):
-    """The receipt verifies but does not wait for a human: nothing to approve."""
-
-    status = HTTPStatus.UNPROCESSABLE_ENTITY
-    code = "receipt_not_suspended"
-    teampath_when = (
-        "The receipt verifies but is not waiting for a human (not an L0 action whose "
-        "`decision_path` is `require_approval`, nor a `suspended` lifecycle receipt)"
-    )
-    teampath_routes = "`POST /v1/approvals`"
 
 
 def _rfc3339(moment: datetime | None) -> str | None:
@@ -171,7 +160,7 @@ class ApprovalOpenApi(TeamPathApi):
         hint = members.get("routingHint", "")
         if not isinstance(hint, str) or len(hint) > ROUTING_HINT_MAX_CHARS:
             raise InvalidInput(f"routingHint: a string of at most {ROUTING_HINT_MAX_CHARS} chars")
-        item = checked_receipt(members["receipt"], org=org)
+        item = receipt_verify(members["receipt"], org=org, count_refusal=False)
         content: dict[str, Any] = orjson.loads(item.receipt.stored_text)["content"]
         if not is_suspended(content):
             raise ReceiptNotSuspended(

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.keyscoped import DashboardApi, KeyScopedSdkApi
+from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
 from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
 from apps.policy.models import DeployChannel
 from apps.policy.preview import PreviewReport, policy_preview

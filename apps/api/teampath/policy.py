@@ -15,7 +15,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.teampath import TeamPathApi, team_of_key
+from apps.api.teampath.base import TeamPathApi, team_of_key
 from apps.common.openapi import ok, path_parameter, teampath_error, teampath_errors
 from apps.policy.errors import PolicyNotFound
 from apps.policy.rules import Policy, load_policy, render_policy_json

@@ -3,15 +3,12 @@
 The body of a single push is the signed receipt itself; a batch is ``{"receipts": [...]}``.
 Both answer ``OutboxPushResult {receiptId, accepted, rejectionReason?}`` (the batch: a JSON
 array of them, in the order sent), where ``receiptId`` is the receipt's ``action_hash``.
-Verification runs before any transaction; the appends go through the same per-org chain
-as the key-scoped profile (``receipt_append`` / ``receipt_append_batch``). Status codes
-and error codes: docs/teampath-errors.md.
+Both go through the one receipt intake (``receipt_intake`` / ``receipt_intake_batch``),
+as the key-scoped push does. Status codes and error codes: docs/teampath-errors.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -20,9 +17,13 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.analytics.services import refusal_record
-from apps.api.teampath import TeamPathApi, domain_error_response
-from apps.common.errors import DomainError, InvalidInput, InvalidJson
+from apps.api.teampath.base import TeamPathApi, domain_error_response, parse_body
+from apps.approvals.services import (
+    claimed_action_hash,
+    receipt_intake,
+    receipt_intake_batch,
+)
+from apps.common.errors import DomainError, InvalidInput
 from apps.common.json_body import read_json_bytes
 from apps.common.openapi import (
     json_body,
@@ -32,65 +33,21 @@ from apps.common.openapi import (
     teampath_error,
     teampath_errors,
 )
-from apps.receipts.apis import verified_receipt
 from apps.receipts.errors import (
+    BatchTooLarge,
     ChainConstraint,
     QuotaExceeded,
     ReceiptMalformed,
     ReceiptRejected,
 )
-from apps.receipts.services import (
-    AppendOutcome,
-    BatchItem,
-    BatchResult,
-    receipt_append,
-    receipt_append_batch,
-)
-from apps.receipts.verifier import DecodeError, JsonValue, object_members, parse_json
-from apps.tenancy.models import Org, Scope
+from apps.receipts.services import AppendOutcome
+from apps.receipts.verifier import JsonValue, object_members
+from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
-# The refusals of one receipt (as opposed to the request as a whole).
-ReceiptRefusal = InvalidInput | ReceiptMalformed | ReceiptRejected | ChainConstraint | QuotaExceeded
-
-
-class BatchTooLarge(InvalidInput):
-    status = HTTPStatus.BAD_REQUEST
-    code = "batch_too_large"
-    teampath_when = "More receipts in one batch than `TEAMPATH_BATCH_MAX` (default 100)"
-    teampath_routes = "`POST /v1/receipts/batch`"
-
-
-def parse_body(body: bytes) -> JsonValue:
-    """The body parsed strictly (repeated member names and number spellings kept, so a
-    receipt reaches the verifier exactly as sent); not JSON is ``invalid_json``."""
-    try:
-        return parse_json(body, max_depth=settings.JSON_BODY_MAX_DEPTH)
-    except DecodeError as error:
-        raise InvalidJson(f"invalid JSON body: {error}") from error
-
-
-def claimed_action_hash(value: JsonValue) -> str:
-    """The ``content.action_hash`` a receipt claims, or "" when it has none to read."""
-    members = object_members(value)
-    content = dict(members).get("content") if members is not None else None
-    content_members = object_members(content) if content is not None else None
-    claimed = dict(content_members).get("action_hash") if content_members is not None else None
-    return claimed if isinstance(claimed, str) else ""
-
-
-def checked_receipt(value: JsonValue, *, org: Org) -> BatchItem:
-    """A verified receipt, or its refusal: not an object / no ``content`` object is
-    ``InvalidInput``, a decode failure ``ReceiptMalformed``, any other verdict
-    ``ReceiptRejected`` (server.md §2)."""
-    members = object_members(value)
-    if members is None:
-        raise InvalidInput("the receipt must be a JSON object")
-    content = dict(members).get("content")
-    if content is None or object_members(content) is None:
-        raise InvalidInput("content: must be present and a JSON object")
-    receipt, trust_level = verified_receipt(value, org=org)
-    return BatchItem(receipt=receipt, trust_level=trust_level)
+# The refusals of one receipt (as opposed to the request as a whole), answered with its
+# OutboxPushResult members.
+RECEIPT_REFUSALS = (InvalidInput, ReceiptMalformed, ReceiptRejected, ChainConstraint, QuotaExceeded)
 
 
 def rejection_reason(refusal: DomainError) -> str:
@@ -117,9 +74,10 @@ def accepted_result(outcome: AppendOutcome) -> dict[str, Any]:
     return result
 
 
-def refused_result(receipt_id: str, refusal: DomainError) -> dict[str, Any]:
+def refused_result(receipt: JsonValue, refusal: DomainError) -> dict[str, Any]:
+    """``OutboxPushResult`` of a refused receipt, named by the hash it claims."""
     return {
-        "receiptId": receipt_id,
+        "receiptId": claimed_action_hash(receipt),
         "accepted": False,
         "rejectionReason": rejection_reason(refusal),
     }
@@ -174,45 +132,16 @@ class ReceiptPushApi(TeamPathApi):
         value = parse_body(body)
         if object_members(value) is None:
             raise InvalidInput("the body must be the receipt, a JSON object")
-        receipt_id = claimed_action_hash(value)
         try:
-            item = checked_receipt(value, org=principal.org)
-            outcome = receipt_append(
-                org=principal.org,
-                receipt=item.receipt,
-                trust_level=item.trust_level,
-                api_key=principal.api_key,
+            outcome = receipt_intake(
+                org=principal.org, receipt=value, api_key=principal.api_key, open_approval=False
             )
-        except (
-            InvalidInput,
-            ReceiptMalformed,
-            ReceiptRejected,
-            ChainConstraint,
-            QuotaExceeded,
-        ) as e:
-            if isinstance(e, ReceiptRejected | ReceiptMalformed):
-                record_refusal(principal.org, e)
-            return domain_error_response(e, **refused_result(receipt_id, e))
+        except RECEIPT_REFUSALS as refusal:
+            return domain_error_response(refusal, **refused_result(value, refusal))
         return Response(
             accepted_result(outcome),
             status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
         )
-
-
-def record_refusal(org: Org, refusal: ReceiptRejected | ReceiptMalformed) -> None:
-    """Count a refused receipt by verdict kind (analytics, metrics)."""
-    refusal_record(
-        org=org, kind=refusal.kind if isinstance(refusal, ReceiptRejected) else "Malformed"
-    )
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """One position of a batch: the receipt's id and either its verified form or why not."""
-
-    receipt_id: str
-    item: BatchItem | None = None
-    refusal: DomainError | None = None
 
 
 def parse_batch_body(value: JsonValue) -> list[JsonValue]:
@@ -270,31 +199,14 @@ class ReceiptBatchPushApi(TeamPathApi):
     def post(self, request: Request) -> Response:
         principal = sdk_principal(request)
         body = read_json_bytes(request)
-        values = parse_batch_body(parse_body(body))
-        slots = [self._check(value, principal.org) for value in values]
-        for slot in slots:
-            if isinstance(slot.refusal, ReceiptRejected | ReceiptMalformed):
-                record_refusal(principal.org, slot.refusal)
-        items = [slot.item for slot in slots if slot.item is not None]
-        appended = iter(
-            receipt_append_batch(org=principal.org, items=items, api_key=principal.api_key)
+        receipts = parse_batch_body(parse_body(body))
+        outcomes = receipt_intake_batch(
+            org=principal.org, receipts=receipts, api_key=principal.api_key
         )
-        results = [self._result(slot, appended) for slot in slots]
+        results = [
+            accepted_result(outcome)
+            if isinstance(outcome, AppendOutcome)
+            else refused_result(receipt, outcome)
+            for receipt, outcome in zip(receipts, outcomes, strict=True)
+        ]
         return Response(results, status=HTTPStatus.OK)
-
-    @staticmethod
-    def _check(value: JsonValue, org: Org) -> _Slot:
-        receipt_id = claimed_action_hash(value)
-        try:
-            return _Slot(receipt_id=receipt_id, item=checked_receipt(value, org=org))
-        except (InvalidInput, ReceiptMalformed, ReceiptRejected) as refusal:
-            return _Slot(receipt_id=receipt_id, refusal=refusal)
-
-    @staticmethod
-    def _result(slot: _Slot, appended: Iterator[BatchResult]) -> dict[str, Any]:
-        if slot.refusal is not None:
-            return refused_result(slot.receipt_id, slot.refusal)
-        outcome = next(appended)
-        if isinstance(outcome, AppendOutcome):
-            return accepted_result(outcome)
-        return refused_result(slot.receipt_id, outcome)

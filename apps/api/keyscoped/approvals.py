@@ -13,7 +13,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.keyscoped import KeyScopedSdkApi
+from apps.api.keyscoped.base import KeyScopedSdkApi
 from apps.approvals.models import Approval
 from apps.approvals.services import (
     approval_assembly,

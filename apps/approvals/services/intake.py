@@ -1,0 +1,132 @@
+"""Receipt intake: the SDK's push as one use case, for both profiles and the console's demo.
+
+verify (decode and re-verify, server.md §1-2, with the trust level the mirror derives from
+the org's registered approver keys) → count a refusal (the mirror's refusal counter) →
+append to the org's chain → open the approval a suspended receipt waits for.
+
+Single pushes raise their refusal; a batch returns one typed outcome per position. The use
+case sits with approvals because the trust level reads approver keys and a suspended
+receipt opens an approval; the mirror below knows nothing of either. The HTTP layer
+(``apps.api``) only parses bodies and shapes answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+
+from apps.approvals.services.keys import mirror_trust_level
+from apps.approvals.services.opening import approval_open_for_suspended
+from apps.approvals.services.suspension import is_suspended
+from apps.common.errors import InvalidInput
+from apps.receipts.errors import (
+    ChainConstraint,
+    QuotaExceeded,
+    ReceiptMalformed,
+    ReceiptRejected,
+)
+from apps.receipts.services import (
+    AppendOutcome,
+    BatchItem,
+    receipt_append,
+    receipt_append_batch,
+    refusal_record,
+)
+from apps.receipts.verifier import JsonValue, object_members, verify_receipt_value
+from apps.tenancy.models import ApiKey, Org
+
+# What can refuse one receipt (as opposed to the request that carries it).
+ReceiptRefusal = InvalidInput | ReceiptMalformed | ReceiptRejected | ChainConstraint | QuotaExceeded
+IntakeOutcome = AppendOutcome | ReceiptRefusal
+
+
+def claimed_action_hash(receipt: JsonValue) -> str:
+    """The ``content.action_hash`` a receipt claims, or "" when it has none to read (how a
+    refusal names its receipt; for a verified receipt it is its action hash)."""
+    members = object_members(receipt)
+    content = dict(members).get("content") if members is not None else None
+    content_members = object_members(content) if content is not None else None
+    claimed = dict(content_members).get("action_hash") if content_members is not None else None
+    return claimed if isinstance(claimed, str) else ""
+
+
+def receipt_verify(receipt: JsonValue, *, org: Org, count_refusal: bool = True) -> BatchItem:
+    """The receipt verified, with the trust level the mirror stores for it in ``org``; or
+    its refusal: ``InvalidInput`` when it is not an object with a ``content`` object,
+    ``ReceiptMalformed`` when it does not decode, ``ReceiptRejected`` for any other verdict
+    that is not valid (server.md §2). A pushed receipt's verdict refusal is counted (the
+    mirror's refusal counter); ``count_refusal`` False for one that is not a push."""
+    members = object_members(receipt)
+    if members is None:
+        raise InvalidInput("the receipt must be a JSON object")
+    content = dict(members).get("content")
+    if content is None or object_members(content) is None:
+        raise InvalidInput("content: must be present and a JSON object")
+    verdict = verify_receipt_value(receipt)
+    if verdict.stage == "decode":
+        if count_refusal:
+            refusal_record(org=org, kind="Malformed")
+        raise ReceiptMalformed(f"Malformed: {verdict.detail}")
+    if not verdict.is_valid or verdict.receipt is None or verdict.trust_level is None:
+        if count_refusal:
+            refusal_record(org=org, kind=verdict.kind)
+        raise ReceiptRejected(verdict.kind, verdict.detail)
+    return BatchItem(
+        receipt=verdict.receipt, trust_level=mirror_trust_level(org=org, verdict=verdict)
+    )
+
+
+def receipt_intake(
+    *,
+    org: Org,
+    receipt: JsonValue,
+    api_key: ApiKey | None = None,
+    supersedes_action_hash: str | None = None,
+    open_approval: bool = True,
+) -> AppendOutcome:
+    """One pushed receipt, verified and appended (or found already mirrored); a suspended
+    one opens its approval in the same transaction when ``open_approval`` (the key-scoped
+    push; team-path opens explicitly). Raises a :data:`ReceiptRefusal` (or a supersede
+    refusal)."""
+    item = receipt_verify(receipt, org=org)
+    content = item.receipt.content
+    if not (open_approval and is_suspended(content)):
+        return _append(org, item, api_key, supersedes_action_hash)
+    with transaction.atomic():
+        outcome = _append(org, item, api_key, supersedes_action_hash)
+        if outcome.appended:
+            operator = item.receipt.operator_public_key
+            approval_open_for_suspended(
+                org=org, content=content, operator_keys=[operator] if operator else []
+            )
+    return outcome
+
+
+def receipt_intake_batch(
+    *, org: Org, receipts: Sequence[JsonValue], api_key: ApiKey | None = None
+) -> list[IntakeOutcome]:
+    """Several receipts, one outcome per position in the order given: each is verified on
+    its own (a bad one never blocks the others), the valid ones appended in order under one
+    lock (contiguous ``seq``); a chain or quota refusal takes its receipt's place."""
+    checked: list[BatchItem | ReceiptRefusal] = []
+    for receipt in receipts:
+        try:
+            checked.append(receipt_verify(receipt, org=org))
+        except (InvalidInput, ReceiptMalformed, ReceiptRejected) as refusal:
+            checked.append(refusal)
+    items = [item for item in checked if isinstance(item, BatchItem)]
+    appended = iter(receipt_append_batch(org=org, items=items, api_key=api_key))
+    return [next(appended) if isinstance(item, BatchItem) else item for item in checked]
+
+
+def _append(
+    org: Org, item: BatchItem, api_key: ApiKey | None, supersedes_action_hash: str | None
+) -> AppendOutcome:
+    return receipt_append(
+        org=org,
+        receipt=item.receipt,
+        trust_level=item.trust_level,
+        supersedes_action_hash=supersedes_action_hash,
+        api_key=api_key,
+    )
