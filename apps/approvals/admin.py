@@ -20,6 +20,7 @@ from apps.approvals.services import (
 )
 from apps.common.errors import DomainError
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
+from apps.tenancy.audit_trail import Actor
 
 
 class ApproverKeyRegisterForm(forms.ModelForm[ApproverKey]):
@@ -82,8 +83,7 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
             public_key=obj.public_key,
             key_id=form.cleaned_data.get("key_id") or None,
             label=obj.label,
-            created_by=request.user,  # type: ignore[arg-type]
-            via="console",
+            actor=Actor.console(request.user),
         ).key
         obj.pk, obj.key_id = key.pk, key.key_id
 
@@ -94,13 +94,7 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
             if not can_write(request, key.org_id):
                 messages.error(request, f"{key.key_id}: needs the manager role in {key.org}")
                 continue
-            approver_key_revoke(
-                org=key.org,
-                key_id=key.key_id,
-                user=request.user,  # type: ignore[arg-type]
-                via="console",
-            )
-            self.log_change(request, key, "Revoked")
+            approver_key_revoke(org=key.org, key_id=key.key_id, actor=Actor.console(request.user))
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
 

@@ -28,9 +28,11 @@ from apps.analytics.console import org_dashboard
 from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.common.errors import DomainError
 from apps.tenancy.admin_access import OrgScopedAdmin, can_write
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.middleware import activate_console_orgs
 from apps.tenancy.models import Org, Role
+from apps.tenancy.services import org_create, org_set_limits
 
 
 @admin.register(Org)
@@ -93,8 +95,7 @@ class OrgAdmin(OrgScopedAdmin[Org]):
         except DomainError as error:
             self.message_user(request, f"Refused: {error.message}", messages.ERROR)
             return HttpResponseRedirect(reverse("admin:tenancy_org_dashboard", args=[org.pk]))
-        archive = evidence_export(org=org, window=window)
-        self.log_change(request, org, f"Exported evidence ({start or 'start'} to {end or 'now'})")
+        archive = evidence_export(org=org, window=window, actor=Actor.console(request.user))
         return evidence_response(archive, org=org)
 
     def session_token_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
@@ -108,13 +109,36 @@ class OrgAdmin(OrgScopedAdmin[Org]):
             "opts": self.model._meta,
         }
         try:
-            context["tokens"] = console_tokens_issue(user=request.user, org_slug=org.slug)  # type: ignore[arg-type]
-            self.log_change(request, org, "Issued a dashboard session token")
+            context["tokens"] = console_tokens_issue(
+                user=request.user,  # type: ignore[arg-type]
+                org_slug=org.slug,
+                via="console",
+            )
         except DomainError as error:
             context["refusal"] = f"{error.message} (only members of the org get a token)."
         finally:
             activate_console_orgs(request)
         return TemplateResponse(request, "admin/tenancy/org/session_token.html", context)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Org | None = None) -> list[str]:
+        return ["slug", "name"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: Org, form: Any, change: bool) -> None:
+        """Through the services, so the act is validated and in the org's audit trail."""
+        actor = Actor.console(request.user)
+        if not change:
+            created = org_create(slug=obj.slug, name=obj.name, plan=obj.plan, actor=actor)
+            obj.pk, obj.created_at = created.pk, created.created_at
+            fields = ("monthly_receipt_cap", "rate_per_minute", "rate_burst")
+            limits = {name: getattr(obj, name) for name in fields if getattr(obj, name) is not None}
+            if limits:
+                org_set_limits(org=created, actor=actor, **limits)
+            return
+        stored = Org.objects.get(pk=obj.pk)
+        org_set_limits(
+            org=stored, plan=obj.plan, monthly_receipt_cap=obj.monthly_receipt_cap,
+            rate_per_minute=obj.rate_per_minute, rate_burst=obj.rate_burst, actor=actor,
+        )  # fmt: skip
 
     list_display = ["slug", "name", "plan", "created_at", "dashboard_link"]
     fieldsets = [

@@ -26,9 +26,10 @@ from nacl.signing import SigningKey
 from apps.approvals.models import ApproverKey
 from apps.approvals.services import approver_key_register, receipt_intake
 from apps.common.errors import DomainError
-from apps.policy.models import DeployChannel, PolicyHead
+from apps.policy.models import PolicyHead
 from apps.policy.services import policy_deploy
 from apps.receipts.verifier import parse_json
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import DEFAULT_SCOPES, Membership, Org, Plan, Role
 from apps.tenancy.services import api_key_authenticate, api_key_issue, membership_add, org_create
 
@@ -86,7 +87,7 @@ def demo_bootstrap(*, slug: str, username: str, state_dir: Path) -> Demo:
     )
     if not PolicyHead.objects.filter(org=org, version__isnull=False).exists():
         # Only on a fresh demo: a policy deployed since (console, API) is kept.
-        policy_deploy(org=org, toml=EXAMPLE_POLICY.read_text(), channel=DeployChannel.COMMAND)
+        policy_deploy(org=org, toml=EXAMPLE_POLICY.read_text(), actor=Actor.command("demo"))
     corpus = json.loads(CORPUS.read_text())
     appended = _seed_receipts(org, corpus)
     first_receipt = state_dir / "first-receipt.json"
@@ -149,7 +150,7 @@ def _demo_approver_key(org: Org, kept: str | None) -> tuple[str, str]:
             public_key=public,
             key_id=DEMO_APPROVER_KEY_ID,
             label="Demo approver (demo only)",
-            via="command",
+            actor=Actor.command("demo"),
         )
     return seed_hex, public
 

@@ -25,10 +25,11 @@ from django.utils.safestring import SafeString
 
 from apps.common.errors import DomainError
 from apps.policy.errors import PolicyFloorBypass
-from apps.policy.models import DeployChannel, PolicyDeployment, PolicyHead, PolicyVersion
+from apps.policy.models import PolicyDeployment, PolicyHead, PolicyVersion
 from apps.policy.preview import policy_preview
 from apps.policy.services import policy_deploy, policy_validate
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Org
 
 DIFF_LINE_STYLES = {"+": "background:#e6ffec", "-": "background:#ffebe9", "@": "color:#6e7781"}
@@ -130,8 +131,7 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         version = policy_deploy(
             org=obj.org,
             toml=form.cleaned_data["toml"],
-            deployed_by=request.user,  # type: ignore[arg-type]
-            channel=DeployChannel.CONSOLE,
+            actor=Actor.console(request.user),
         )
         for field in ("pk", "policy_id", "policy_hash", "rule_count", "created_at"):
             setattr(obj, field, getattr(version, field))
@@ -174,10 +174,8 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         policy_deploy(
             org=version.org,
             toml=version.toml,
-            deployed_by=request.user,  # type: ignore[arg-type]
-            channel=DeployChannel.CONSOLE,
+            actor=Actor.console(request.user),
         )
-        self.log_change(request, version, "Re-deployed (roll back)")
         messages.success(request, f"{version.org}: {version.policy_id} is active again.")
         return True
 

@@ -10,7 +10,8 @@ from apps.policy.errors import PolicyFloorBypass, PolicyParseRejected, PolicyPin
 from apps.policy.models import DeployChannel, PolicyDeployment, PolicyHead, PolicyVersion
 from apps.policy.rules import Policy, load_policy, policy_hash, policy_id_for_hash
 from apps.policy.selectors import EMPTY_POLICY_HASH
-from apps.tenancy.models import Org
+from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
+from apps.tenancy.models import AuditKind, Org
 
 
 def policy_validate(*, toml: str) -> Policy:
@@ -29,8 +30,7 @@ def policy_deploy(
     org: Org,
     toml: str,
     expected_policy_hash: str | None = None,
-    deployed_by: User | None = None,
-    channel: DeployChannel = DeployChannel.API,
+    actor: Actor = OPERATOR,
 ) -> PolicyVersion:
     """Validate, then activate ``toml`` for ``org``; return the (possibly existing) version.
 
@@ -38,7 +38,8 @@ def policy_deploy(
     pin comparison and the switch, so of concurrent deploys expecting the same hash exactly
     one wins and the others get ``PolicyPinMismatch``. Deploying the active text again is a
     no-op that returns the active version (no history row); deploying an older text
-    re-activates its version under its old id and records the deployment.
+    re-activates its version under its old id and records the deployment (its channel is
+    how the actor acts: console, API or command) and the org's audit event.
     """
     policy = policy_validate(toml=toml)
     new_hash = policy_hash(toml)
@@ -71,8 +72,14 @@ def policy_deploy(
             org=org,
             version=version,
             previous_version=active_version,
-            deployed_by=deployed_by,
-            channel=channel,
+            deployed_by=actor.user if isinstance(actor.user, User) else None,
+            channel=DeployChannel(actor.via),
             deployed_at=now,
         )
+        org_audit_record(
+            org=org, kind=AuditKind.POLICY_DEPLOYED, actor=actor,
+            summary=f"policy {version.policy_id} deployed ({version.rule_count} rules)",
+            detail={"policy_id": version.policy_id, "policy_hash": new_hash,
+                    "previous_policy_hash": active_hash},
+        )  # fmt: skip
     return version

@@ -184,7 +184,6 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
             raise Http404("no such receipt")
         result = reverify(entry)
         self.message_user(request, str(result), messages.SUCCESS if result.ok else messages.ERROR)
-        self.log_change(request, entry, f"Re-verified: {result}")
         return HttpResponseRedirect(reverse("admin:receipts_mirrorentry_change", args=[entry.pk]))
 
     @admin.display(description="Received", ordering="received_at")
@@ -328,4 +327,3 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
             self.message_user(
                 request, str(result), messages.SUCCESS if result.ok else messages.ERROR
             )
-            self.log_change(request, entry, f"Re-verified: {result}")

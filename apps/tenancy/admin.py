@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from apps.common.errors import DomainError
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import (
     DEFAULT_SCOPES,
     ApiKey,
@@ -83,7 +84,12 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
         return False if obj is not None else super().has_change_permission(request, obj)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
-        issued = api_key_issue(org=obj.org, scopes=form.cleaned_data["scopes"], label=obj.label)
+        issued = api_key_issue(
+            org=obj.org,
+            scopes=form.cleaned_data["scopes"],
+            label=obj.label,
+            actor=Actor.console(request.user),
+        )
         obj.pk = issued.api_key.pk
         obj.prefix = issued.api_key.prefix
         request._issued_keys = [(None, issued)]  # type: ignore[attr-defined]
@@ -123,8 +129,7 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
             if not can_write(request, key.org_id):
                 messages.error(request, f"{key.prefix}: needs the manager role in {key.org}")
                 continue
-            api_key_revoke(prefix=key.prefix)
-            self.log_change(request, key, "Revoked")
+            api_key_revoke(prefix=key.prefix, actor=Actor.console(request.user))
             done += 1
         self.message_user(request, f"Revoked {done} key(s).", messages.SUCCESS)
 
@@ -137,9 +142,7 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
             if not can_write(request, key.org_id) or key.revoked_at is not None:
                 messages.error(request, f"{key.prefix}: not rotated (revoked, or not a manager)")
                 continue
-            issued = api_key_rotate(prefix=key.prefix)
-            self.log_change(request, key, f"Rotated: revoked, replaced by {issued.api_key.prefix}")
-            self.log_addition(request, issued.api_key, f"Issued by rotating {key.prefix}")
+            issued = api_key_rotate(prefix=key.prefix, actor=Actor.console(request.user))
             rotated.append((key.prefix, issued))
         if not rotated:
             return None
@@ -189,7 +192,9 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
         # Added or changed, one service and its one rule (roles above the user's own, the
         # last owner); a refusal is shown on the form's page (OrgScopedAdmin).
         username = form.cleaned_data.get("username") or obj.user.get_username()
-        saved = membership_add(org=obj.org, username=username, role=obj.role, actor=request.user)
+        saved = membership_add(
+            org=obj.org, username=username, role=obj.role, actor=Actor.console(request.user)
+        )
         obj.pk, obj.user = saved.pk, saved.user
 
     # Removal: one membership at a time, through the service (its rule, and the member's
@@ -203,7 +208,9 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
         return actions
 
     def delete_model(self, request: HttpRequest, obj: Membership) -> None:
-        membership_remove(org=obj.org, username=obj.user.get_username(), actor=request.user)
+        membership_remove(
+            org=obj.org, username=obj.user.get_username(), actor=Actor.console(request.user)
+        )
 
     def delete_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
@@ -220,13 +227,13 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
 
 @admin.register(OrgAuditEvent)
 class OrgAuditEventAdmin(OrgScopedAdmin[OrgAuditEvent]):
-    """The org's audit log of administrative acts made through the API or commands
-    (approver keys registered, rotated, revoked). Nobody edits it."""
+    """The org's audit trail of operator acts, whoever made them (console, API, command),
+    written by the services in the transaction of each change. Nobody edits it."""
 
-    list_display = ["at", "org", "kind", "summary", "via", "user", "api_key"]
+    list_display = ["at", "org", "kind", "summary", "via", "actor"]
     list_filter = [OrgFilter, "kind", "via"]
-    search_fields = ["summary", "kind"]
-    readonly_fields = ["at", "org", "kind", "summary", "detail", "via", "user", "api_key"]
+    search_fields = ["summary", "kind", "actor"]
+    readonly_fields = ["at", "org", "kind", "summary", "detail", "via", "actor", "user", "api_key"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -39,7 +39,8 @@ from rest_framework_simplejwt.tokens import RefreshToken, Token
 from rest_framework_simplejwt.utils import datetime_from_epoch
 
 from apps.common.errors import DomainError
-from apps.tenancy.models import Membership, SessionTokenVersion
+from apps.tenancy.audit_trail import Actor, org_audit_record
+from apps.tenancy.models import AuditKind, Membership, SessionTokenVersion
 from apps.tenancy.org_context import activate_orgs
 from apps.tenancy.selectors import member_org_id
 
@@ -117,11 +118,23 @@ def console_session_membership(*, token: Token) -> Membership | None:
     return membership
 
 
-def console_tokens_issue(*, user: AbstractBaseUser, org_slug: str) -> ConsoleTokens:
+def console_tokens_issue(
+    *, user: AbstractBaseUser, org_slug: str, via: str = "api"
+) -> ConsoleTokens:
+    """A dashboard session token pair for a member of ``org_slug``, recorded in the org's
+    audit trail as the member's act (``via`` the console button, the API or a command)."""
     membership = _membership(user_id=user.pk, org_slug=org_slug)
     if membership is None:
         raise ConsoleTokenRefused(f"{user.get_username()} is not a member of {org_slug}")
-    return _pair_for(membership, _session_version(membership))
+    with transaction.atomic():
+        tokens = _pair_for(membership, _session_version(membership))
+        org_audit_record(
+            org=membership.org_id, kind=AuditKind.CONSOLE_TOKEN_ISSUED,
+            actor=Actor(via=via, user=user, name=user.get_username()),
+            summary=f"dashboard session token issued to {user.get_username()}",
+            detail={"username": user.get_username(), "role": membership.role},
+        )  # fmt: skip
+    return tokens
 
 
 def _spend(token: RefreshToken) -> bool:

@@ -153,14 +153,35 @@ class Membership(models.Model):
         return f"{self.user} in {self.org} as {self.role}"
 
 
+class AuditKind(models.TextChoices):
+    """What an org audit event records, one word per operator act."""
+
+    ORG_CREATED = "org.created", "Org created"
+    ORG_LIMITS_SET = "org.limits_set", "Org limits set"
+    API_KEY_ISSUED = "api_key.issued", "API key issued"
+    API_KEY_REVOKED = "api_key.revoked", "API key revoked"
+    API_KEY_ROTATED = "api_key.rotated", "API key rotated"
+    MEMBERSHIP_ADDED = "membership.added", "Member added"
+    MEMBERSHIP_ROLE_CHANGED = "membership.role_changed", "Member's role changed"
+    MEMBERSHIP_REMOVED = "membership.removed", "Member removed"
+    POLICY_DEPLOYED = "policy.deployed", "Policy deployed"
+    APPROVER_KEY_REGISTERED = "approver_key.registered", "Approver key registered"
+    APPROVER_KEY_ROTATED = "approver_key.rotated", "Approver key rotated"
+    APPROVER_KEY_REVOKED = "approver_key.revoked", "Approver key revoked"
+    EVIDENCE_EXPORTED = "evidence.exported", "Evidence exported"
+    CONSOLE_TOKEN_ISSUED = "console_token.issued", "Dashboard session token issued"
+
+
 class OrgAuditEvent(models.Model):
-    """The org's audit log of administrative acts that happen outside the console's own
-    admin log (which records only signed-in users): approver keys registered, rotated and
-    revoked through the API or a command. Append-only: nothing updates or deletes a row."""
+    """The org's audit trail of operator acts (keys issued, revoked and rotated, members
+    added and removed, org created and limits set, policy deployed, approver keys
+    registered, rotated and revoked, evidence exported), written by the service that makes
+    the change, in its transaction, whoever acts: console, API or command. Append-only:
+    nothing updates or deletes a row."""
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
     at = models.DateTimeField(auto_now_add=True)
-    kind = models.CharField(max_length=64)
+    kind = models.CharField(max_length=64, choices=AuditKind.choices)
     summary = models.CharField(max_length=300)
     detail = models.JSONField(default=dict)
     # Who did it: a console user, an API key, or neither (a management command).
@@ -171,6 +192,8 @@ class OrgAuditEvent(models.Model):
         ApiKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
     )
     via = models.CharField(max_length=16)
+    # Who, in words: the username, the API key's prefix, or a command's --actor.
+    actor = models.CharField(max_length=150, blank=True, default="")
 
     class Meta:
         indexes = [models.Index(fields=["org", "at"], name="org_audit_event_org_at")]

@@ -1,4 +1,8 @@
-"""Writes for orgs, API keys and memberships. Commands, the admin and APIs all call these."""
+"""Writes for orgs, API keys and memberships. Commands, the admin and APIs all call these.
+
+Each operator act takes the :class:`~apps.tenancy.audit_trail.Actor` who makes it and writes it
+into the org's audit trail (:func:`org_audit_record`) in the same transaction.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +23,17 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.common.errors import DomainError, Forbidden, InvalidInput, NotFound
+from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
 from apps.tenancy.console_tokens import console_sessions_end
-from apps.tenancy.models import ApiKey, Membership, Org, Plan, Role, Scope
+from apps.tenancy.models import (
+    ApiKey,
+    AuditKind,
+    Membership,
+    Org,
+    Plan,
+    Role,
+    Scope,
+)
 from apps.tenancy.org_context import activate_orgs, lookup_api_key
 
 # Issued keys look like ``hk_3f9a1c2b7d4e_<43 url-safe characters>``: the first
@@ -54,31 +67,50 @@ def _validated_scopes(scopes: Iterable[str]) -> list[str]:
     return sorted(set(wanted))
 
 
-def org_create(*, slug: str, name: str | None = None, plan: str = Plan.FREE) -> Org:
+def org_create(
+    *, slug: str, name: str | None = None, plan: str = Plan.FREE, actor: Actor = OPERATOR
+) -> Org:
     if plan not in Plan.values:
         raise InvalidInput(f"unknown plan {plan!r}; known: {', '.join(Plan.values)}")
     if Org.objects.filter(slug=slug).exists():
         raise InvalidInput(f"an org with slug {slug!r} already exists")
     org = Org(slug=slug, name=name or slug, plan=plan)
     org.full_clean()
-    org.save()
+    with transaction.atomic():
+        org.save()
+        org_audit_record(
+            org=org, kind=AuditKind.ORG_CREATED, actor=actor,
+            summary=f"org {slug} created ({plan} plan)",
+            detail={"slug": slug, "name": org.name, "plan": plan},
+        )  # fmt: skip
     return org
 
 
-def api_key_issue(*, org: Org, scopes: Iterable[str], label: str = "") -> IssuedKey:
+def _key_detail(api_key: ApiKey) -> dict[str, Any]:
+    return {"prefix": api_key.prefix, "label": api_key.label, "scopes": list(api_key.scopes)}
+
+
+def api_key_issue(
+    *, org: Org, scopes: Iterable[str], label: str = "", actor: Actor = OPERATOR
+) -> IssuedKey:
     prefix = KEY_PREFIX_TAG + secrets.token_hex(6)
     secret = f"{prefix}_{secrets.token_urlsafe(32)}"
-    api_key = ApiKey.objects.create(
-        org=org,
-        label=label,
-        prefix=prefix,
-        digest=key_digest(secret),
-        scopes=_validated_scopes(scopes),
-    )
+    with transaction.atomic():
+        api_key = ApiKey.objects.create(
+            org=org,
+            label=label,
+            prefix=prefix,
+            digest=key_digest(secret),
+            scopes=_validated_scopes(scopes),
+        )
+        org_audit_record(
+            org=org, kind=AuditKind.API_KEY_ISSUED, actor=actor,
+            summary=f"API key {prefix} issued", detail=_key_detail(api_key),
+        )  # fmt: skip
     return IssuedKey(api_key=api_key, secret=secret)
 
 
-def api_key_rotate(*, prefix: str) -> IssuedKey:
+def api_key_rotate(*, prefix: str, actor: Actor = OPERATOR) -> IssuedKey:
     """A new key with the same org, label and scopes, and the old one revoked, together."""
     with transaction.atomic():
         old = ApiKey.objects.select_for_update().filter(prefix=prefix).first()
@@ -86,13 +118,18 @@ def api_key_rotate(*, prefix: str) -> IssuedKey:
             raise NotFound(f"no API key with prefix {prefix!r}")
         if old.revoked_at is not None:
             raise InvalidInput(f"API key {prefix} is revoked; issue a new one instead")
-        issued = api_key_issue(org=old.org, scopes=old.scopes, label=old.label)
+        issued = api_key_issue(org=old.org, scopes=old.scopes, label=old.label, actor=actor)
         old.revoked_at = timezone.now()
         old.save(update_fields=["revoked_at"])
+        org_audit_record(
+            org=old.org_id, kind=AuditKind.API_KEY_ROTATED, actor=actor,
+            summary=f"API key {prefix} rotated: revoked, replaced by {issued.api_key.prefix}",
+            detail={**_key_detail(old), "replaced_by": issued.api_key.prefix},
+        )  # fmt: skip
     return issued
 
 
-def api_key_revoke(*, prefix: str) -> ApiKey:
+def api_key_revoke(*, prefix: str, actor: Actor = OPERATOR) -> ApiKey:
     with transaction.atomic():
         api_key = ApiKey.objects.select_for_update().filter(prefix=prefix).first()
         if api_key is None:
@@ -100,6 +137,10 @@ def api_key_revoke(*, prefix: str) -> ApiKey:
         if api_key.revoked_at is None:
             api_key.revoked_at = timezone.now()
             api_key.save(update_fields=["revoked_at"])
+            org_audit_record(
+                org=api_key.org_id, kind=AuditKind.API_KEY_REVOKED, actor=actor,
+                summary=f"API key {prefix} revoked", detail=_key_detail(api_key),
+            )  # fmt: skip
     return api_key
 
 
@@ -197,14 +238,14 @@ def _check_membership_change(
     username: str,
     membership: Membership | None,
     role: Role | None,
-    actor: AbstractBaseUser | AnonymousUser | None,
+    actor: Actor,
 ) -> None:
     """The one rule for every change of a membership (added, role changed, removed: ``role``
     None): nobody grants, changes or removes a role above their own, and the last owner of
-    an org stays one. ``actor`` None is an operator (a management command)."""
+    an org stays one. An actor without a user is an operator (a management command)."""
     current = Role(membership.role) if membership is not None else None
-    if actor is not None:
-        own = _acting_role(actor, org)
+    if actor.user is not None:
+        own = _acting_role(actor.user, org)
         if own is None or not own.at_least(Role.MANAGER):
             raise Forbidden(f"changing members of {org} needs the manager role")
         if role is not None and not own.at_least(role):
@@ -240,11 +281,11 @@ def membership_add(
     username: str,
     role: str,
     password: str | None = None,
-    actor: AbstractBaseUser | AnonymousUser | None = None,
+    actor: Actor = OPERATOR,
 ) -> Membership:
     """Give ``username`` the ``role`` in ``org`` (a new membership or a changed role),
-    creating the console user if needed; ``actor`` is the console user doing it (None: an
-    operator), held to :func:`_check_membership_change`.
+    creating the console user if needed; a console user acting is held to
+    :func:`_check_membership_change` (an operator at the command line is not).
 
     Members get staff status so they can sign in to the console (the Django admin).
     """
@@ -263,19 +304,27 @@ def membership_add(
             user.set_unusable_password()
         user.is_staff = True
         user.save()
+        detail = {"username": username, "role": role}
         if existing is None:
             membership = Membership.objects.create(user=user, org=org, role=role)
+            org_audit_record(
+                org=org, kind=AuditKind.MEMBERSHIP_ADDED, actor=actor, detail=detail,
+                summary=f"{username} added as {role}",
+            )  # fmt: skip
         else:
             membership = existing
             if membership.role != role:
+                detail["previous_role"] = membership.role
                 membership.role = role
                 membership.save(update_fields=["role"])
+                org_audit_record(
+                    org=org, kind=AuditKind.MEMBERSHIP_ROLE_CHANGED, actor=actor, detail=detail,
+                    summary=f"{username} is now {role} (was {detail['previous_role']})",
+                )  # fmt: skip
     return membership
 
 
-def membership_remove(
-    *, org: Org, username: str, actor: AbstractBaseUser | AnonymousUser | None = None
-) -> Membership:
+def membership_remove(*, org: Org, username: str, actor: Actor = OPERATOR) -> Membership:
     """Take ``username`` out of ``org`` (same rule as :func:`membership_add`) and end the
     user's session tokens: a token for another org would otherwise outlive this change."""
     with transaction.atomic():
@@ -287,6 +336,11 @@ def membership_remove(
         )
         membership.delete()
         console_sessions_end(user_id=membership.user_id)
+        org_audit_record(
+            org=org, kind=AuditKind.MEMBERSHIP_REMOVED, actor=actor,
+            summary=f"{username} removed (was {membership.role})",
+            detail={"username": username, "role": membership.role},
+        )  # fmt: skip
     return membership
 
 
@@ -299,26 +353,36 @@ def org_set_limits(
     monthly_receipt_cap: int | None = _UNCHANGED,
     rate_per_minute: int | None = _UNCHANGED,
     rate_burst: int | None = _UNCHANGED,
+    plan: str = _UNCHANGED,
+    actor: Actor = OPERATOR,
 ) -> Org:
-    """Override the org's limits; None resets one to the plan's default, an omitted one is
-    left as it is."""
+    """Set the org's plan and override its limits; None resets a limit to the plan's
+    default, an omitted one is left as it is. Only what changes is saved and audited."""
+    if plan is not _UNCHANGED and plan not in Plan.values:
+        raise InvalidInput(f"unknown plan {plan!r}; known: {', '.join(Plan.values)}")
     changes = {
         name: value
         for name, value in (
+            ("plan", plan),
             ("monthly_receipt_cap", monthly_receipt_cap),
             ("rate_per_minute", rate_per_minute),
             ("rate_burst", rate_burst),
         )
-        if value is not _UNCHANGED
+        if value is not _UNCHANGED and getattr(org, name) != value
     }
     if monthly_receipt_cap not in (None, _UNCHANGED) and monthly_receipt_cap < 0:
         raise InvalidInput("the monthly cap cannot be negative")
-    for name in ("rate_per_minute", "rate_burst"):
-        value = changes.get(name)
-        if value is not None and value < 1:
+    for name, rate in (("rate_per_minute", rate_per_minute), ("rate_burst", rate_burst)):
+        if rate not in (None, _UNCHANGED) and rate < 1:
             raise InvalidInput(f"{name.replace('_', ' ')} must be at least 1")
     for name, value in changes.items():
         setattr(org, name, value)
     if changes:
-        org.save(update_fields=list(changes))
+        with transaction.atomic():
+            org.save(update_fields=list(changes))
+            shown = ", ".join(f"{name} {value}" for name, value in changes.items())
+            org_audit_record(
+                org=org, kind=AuditKind.ORG_LIMITS_SET, actor=actor, detail=changes,
+                summary=f"limits set: {shown}",
+            )  # fmt: skip
     return org

@@ -51,7 +51,6 @@ def demo(cast, push) -> dict[str, Any]:
     approver = Approver("alice")
     approver_key_register(
         org=cast.acme, public_key=approver.public, key_id="alice", label="Alice's laptop",
-        via="api",
     )  # fmt: skip
     content = suspended["content"]
     pending = approval_open(

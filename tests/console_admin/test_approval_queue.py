@@ -49,8 +49,8 @@ def test_an_approval_opened_by_its_hash_before_the_push_waits_for_the_receipt(ca
 
 def test_a_rotation_through_the_api_shows_in_the_orgs_audit_log(cast) -> None:
     first, second = Approver("old"), Approver("new")
-    approver_key_register(org=cast.acme, public_key=first.public, key_id="desk", via="api")
-    approver_key_register(org=cast.acme, public_key=second.public, key_id="desk", via="api")
+    approver_key_register(org=cast.acme, public_key=first.public, key_id="desk")
+    approver_key_register(org=cast.acme, public_key=second.public, key_id="desk")
     html = member("viewer").get("/admin/tenancy/orgauditevent/").content.decode()
     assert "approver key desk rotated" in html
     assert "approver key desk registered" in html

@@ -14,7 +14,7 @@ from apps.approvals.models import ApproverKey
 from apps.approvals.services import approval_open, approver_key_register
 from apps.policy.selectors import policy_active
 from apps.receipts.models import MirrorEntry
-from apps.tenancy.models import ApiKey
+from apps.tenancy.models import ApiKey, OrgAuditEvent
 from apps.tenancy.services import api_key_authenticate
 from tests.approvals.conftest import Approver
 from tests.policy.test_policy_api import ALLOW_SEARCH, BLOCK_SEARCH, FLOOR_BYPASS
@@ -209,19 +209,20 @@ def test_rotating_an_api_key_shows_the_new_secret_once_and_revokes_the_old(cast)
 # --- the admin log, session tokens ---------------------------------------------------------
 
 
-def test_the_admin_log_records_actions_and_nobody_can_edit_it(cast, superuser_client) -> None:
+def test_the_audit_trail_records_console_actions_and_nobody_can_edit_it(
+    cast, superuser_client
+) -> None:
     superuser_client.post(
         "/admin/tenancy/apikey/",
         {"action": "revoke_selected", "_selected_action": [cast.acme_key.api_key.pk]},
     )
-    entry = LogEntry.objects.get(change_message="Revoked")
-    assert superuser_client.get("/admin/admin/logentry/").status_code == HTTPStatus.OK
-    assert superuser_client.get(f"/admin/admin/logentry/{entry.pk}/delete/").status_code == 403
-    changed = superuser_client.post(
-        f"/admin/admin/logentry/{entry.pk}/change/", {"change_message": "nothing happened"}
-    )
-    assert changed.status_code == HTTPStatus.FORBIDDEN
-    assert LogEntry.objects.get(pk=entry.pk).change_message == "Revoked"
+    event = OrgAuditEvent.objects.get(kind="api_key.revoked")
+    assert (event.org, event.via, event.actor) == (cast.acme, "console", "root")
+    assert superuser_client.get("/admin/tenancy/orgauditevent/").status_code == HTTPStatus.OK
+    url = f"/admin/tenancy/orgauditevent/{event.pk}"
+    assert superuser_client.get(f"{url}/delete/").status_code == 403
+    superuser_client.post(f"{url}/change/", {"summary": "nothing happened"})
+    assert OrgAuditEvent.objects.get(pk=event.pk).summary == event.summary
 
 
 def test_a_member_gets_a_session_token_for_scripts(cast) -> None:

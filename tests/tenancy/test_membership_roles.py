@@ -16,6 +16,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from apps.common.errors import DomainError, Forbidden, NotFound
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Membership, Role
 from apps.tenancy.services import LastOwner, membership_add, membership_remove
 
@@ -37,7 +38,10 @@ def role_of(name: str, org: str = "acme") -> str | None:
 def test_a_manager_cannot_overwrite_an_owners_membership_by_adding_it_again(cast):
     with pytest.raises(Forbidden, match="a manager cannot change the role of an owner"):
         membership_add(
-            org=cast.acme, username="acme-owner", role=Role.VIEWER, actor=user("acme-manager")
+            org=cast.acme,
+            username="acme-owner",
+            role=Role.VIEWER,
+            actor=Actor.console(user("acme-manager")),
         )
     assert role_of("acme-owner") == "owner"
 
@@ -45,41 +49,58 @@ def test_a_manager_cannot_overwrite_an_owners_membership_by_adding_it_again(cast
 def test_nobody_grants_a_role_above_their_own(cast):
     manager = user("acme-manager")
     with pytest.raises(Forbidden, match="a manager cannot grant the owner role"):
-        membership_add(org=cast.acme, username="dana", role=Role.OWNER, actor=manager)
+        membership_add(
+            org=cast.acme, username="dana", role=Role.OWNER, actor=Actor.console(manager)
+        )
     with pytest.raises(Forbidden, match="a manager cannot grant the owner role"):
-        membership_add(org=cast.acme, username="acme-viewer", role=Role.OWNER, actor=manager)
+        membership_add(
+            org=cast.acme, username="acme-viewer", role=Role.OWNER, actor=Actor.console(manager)
+        )
     assert not get_user_model().objects.filter(username="dana").exists()
     assert role_of("acme-viewer") == "viewer"
 
 
 def test_a_manager_manages_up_to_their_own_role(cast):
     manager = user("acme-manager")
-    membership_add(org=cast.acme, username="dana", role=Role.MANAGER, actor=manager)
-    membership_add(org=cast.acme, username="acme-viewer", role=Role.AUDITOR, actor=manager)
-    membership_add(org=cast.acme, username="dana", role=Role.VIEWER, actor=manager)
+    membership_add(org=cast.acme, username="dana", role=Role.MANAGER, actor=Actor.console(manager))
+    membership_add(
+        org=cast.acme, username="acme-viewer", role=Role.AUDITOR, actor=Actor.console(manager)
+    )
+    membership_add(org=cast.acme, username="dana", role=Role.VIEWER, actor=Actor.console(manager))
     assert (role_of("dana"), role_of("acme-viewer")) == ("viewer", "auditor")
-    membership_remove(org=cast.acme, username="dana", actor=manager)
+    membership_remove(org=cast.acme, username="dana", actor=Actor.console(manager))
     assert role_of("dana") is None
 
 
 def test_a_manager_cannot_remove_an_owner(cast):
     with pytest.raises(Forbidden, match="a manager cannot remove an owner"):
-        membership_remove(org=cast.acme, username="acme-owner", actor=user("acme-manager"))
+        membership_remove(
+            org=cast.acme, username="acme-owner", actor=Actor.console(user("acme-manager"))
+        )
     assert role_of("acme-owner") == "owner"
 
 
 @pytest.mark.parametrize("role", ["viewer", "auditor"])
 def test_below_manager_nobody_changes_members(cast, role):
     with pytest.raises(Forbidden, match="needs the manager role"):
-        membership_add(org=cast.acme, username="dana", role=Role.VIEWER, actor=user(f"acme-{role}"))
+        membership_add(
+            org=cast.acme,
+            username="dana",
+            role=Role.VIEWER,
+            actor=Actor.console(user(f"acme-{role}")),
+        )
     with pytest.raises(Forbidden, match="needs the manager role"):
-        membership_remove(org=cast.acme, username="acme-viewer", actor=user(f"acme-{role}"))
+        membership_remove(
+            org=cast.acme, username="acme-viewer", actor=Actor.console(user(f"acme-{role}"))
+        )
 
 
 def test_a_member_of_another_org_changes_nothing_here(cast):
     membership_add(org=cast.globex, username="gina", role=Role.OWNER)
     with pytest.raises(Forbidden, match="needs the manager role"):
-        membership_add(org=cast.acme, username="gina", role=Role.OWNER, actor=user("gina"))
+        membership_add(
+            org=cast.acme, username="gina", role=Role.OWNER, actor=Actor.console(user("gina"))
+        )
 
 
 def test_the_last_owner_is_neither_demoted_nor_removed_not_even_by_an_operator(cast):
@@ -89,10 +110,15 @@ def test_the_last_owner_is_neither_demoted_nor_removed_not_even_by_an_operator(c
         membership_remove(org=cast.acme, username="acme-owner")
     root = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
     with pytest.raises(LastOwner):
-        membership_add(org=cast.acme, username="acme-owner", role=Role.VIEWER, actor=root)
+        membership_add(
+            org=cast.acme, username="acme-owner", role=Role.VIEWER, actor=Actor.console(root)
+        )
     with pytest.raises(LastOwner):  # not by demoting themselves either
         membership_add(
-            org=cast.acme, username="acme-owner", role=Role.VIEWER, actor=user("acme-owner")
+            org=cast.acme,
+            username="acme-owner",
+            role=Role.VIEWER,
+            actor=Actor.console(user("acme-owner")),
         )
     assert role_of("acme-owner") == "owner"
     assert LastOwner.status == 409
@@ -100,18 +126,28 @@ def test_the_last_owner_is_neither_demoted_nor_removed_not_even_by_an_operator(c
 
 def test_an_owner_hands_over_then_steps_down(cast):
     owner = user("acme-owner")
-    membership_add(org=cast.acme, username="acme-manager", role=Role.OWNER, actor=owner)
-    membership_add(org=cast.acme, username="acme-owner", role=Role.VIEWER, actor=owner)
+    membership_add(
+        org=cast.acme, username="acme-manager", role=Role.OWNER, actor=Actor.console(owner)
+    )
+    membership_add(
+        org=cast.acme, username="acme-owner", role=Role.VIEWER, actor=Actor.console(owner)
+    )
     assert (role_of("acme-manager"), role_of("acme-owner")) == ("owner", "viewer")
-    membership_remove(org=cast.acme, username="acme-owner", actor=user("acme-manager"))
+    membership_remove(
+        org=cast.acme, username="acme-owner", actor=Actor.console(user("acme-manager"))
+    )
     assert role_of("acme-owner") is None
 
 
 def test_a_superuser_acts_as_an_owner_of_every_org(cast):
     root = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
-    membership_add(org=cast.globex, username="gina", role=Role.OWNER, actor=root)
-    membership_add(org=cast.acme, username="acme-manager", role=Role.OWNER, actor=root)
-    membership_add(org=cast.acme, username="acme-owner", role=Role.AUDITOR, actor=root)
+    membership_add(org=cast.globex, username="gina", role=Role.OWNER, actor=Actor.console(root))
+    membership_add(
+        org=cast.acme, username="acme-manager", role=Role.OWNER, actor=Actor.console(root)
+    )
+    membership_add(
+        org=cast.acme, username="acme-owner", role=Role.AUDITOR, actor=Actor.console(root)
+    )
     assert (role_of("gina", "globex"), role_of("acme-owner")) == ("owner", "auditor")
 
 
@@ -163,7 +199,9 @@ def test_two_owners_demoting_each_other_at_once_leave_one_owner(cast):
         actor, target = pair
         try:
             barrier.wait()
-            membership_add(org=cast.acme, username=target, role=Role.VIEWER, actor=user(actor))
+            membership_add(
+                org=cast.acme, username=target, role=Role.VIEWER, actor=Actor.console(user(actor))
+            )
             return "done"
         except DomainError as error:
             return type(error).__name__

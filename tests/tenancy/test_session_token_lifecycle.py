@@ -16,6 +16,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, OutstandingToken
 
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.console_tokens import ConsoleTokens, console_tokens_issue
 from apps.tenancy.models import Role
 from apps.tenancy.org_context import activate_default
@@ -179,7 +180,9 @@ def test_a_deactivation_ends_them_and_reactivating_does_not_revive_them(cast):
 
 def test_a_membership_removal_ends_them_and_re_adding_does_not_revive_them(cast):
     tokens = issue()
-    membership_remove(org=cast.acme, username="acme-auditor", actor=user("acme-owner"))
+    membership_remove(
+        org=cast.acme, username="acme-auditor", actor=Actor.console(user("acme-owner"))
+    )
     assert_ended(tokens)
     membership_add(org=cast.acme, username="acme-auditor", role=Role.AUDITOR)
     assert_ended(tokens)

@@ -33,6 +33,7 @@ from apps.common.openapi import (
     path_parameter,
 )
 from apps.receipts.verifier import DecodeError, decode_content, object_members, parse_json
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
@@ -288,8 +289,7 @@ class ApproverKeyRegisterApi(KeyScopedSdkApi):
             public_key=data.validated_data["public_key"],
             key_id=data.validated_data.get("key_id") or None,
             label=data.validated_data["label"],
-            api_key=principal.api_key,
-            via="api",
+            actor=Actor.api(api_key=principal.api_key),
         )
         key = registered.key
         return Response(

@@ -21,6 +21,7 @@ from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.audit.selectors import audit_chain_window
 from apps.common.errors import InvalidInput
 from apps.common.openapi import keyscoped_errors, ok
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required
 
@@ -118,5 +119,7 @@ class EvidenceExportApi(DashboardApi):
         if any(value is not None and not isinstance(value, str) for value in values):
             raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
         window = parse_window(values[0], values[1])
-        org = console_principal(request).org
-        return evidence_response(evidence_export(org=org, window=window), org=org)
+        principal = console_principal(request)
+        org = principal.org
+        actor = Actor.api(user=principal.membership.user)
+        return evidence_response(evidence_export(org=org, window=window, actor=actor), org=org)

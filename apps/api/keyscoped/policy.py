@@ -13,10 +13,10 @@ from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
 from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
-from apps.policy.models import DeployChannel
 from apps.policy.preview import PreviewReport, policy_preview
 from apps.policy.selectors import ActivePolicy, policy_active
 from apps.policy.services import policy_deploy, policy_validate
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role, Scope
 from apps.tenancy.permissions import (
     console_principal,
@@ -97,8 +97,7 @@ class PolicyDeployApi(DashboardApi):
             org=member.org,
             toml=data.validated_data["toml"],
             expected_policy_hash=data.validated_data.get("expected_policy_hash"),
-            deployed_by=member.membership.user,
-            channel=DeployChannel.API,
+            actor=Actor.api(user=member.membership.user),
         )
         return Response(
             {

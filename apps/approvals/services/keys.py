@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from blake3 import blake3
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -22,7 +21,8 @@ from apps.approvals.models import (
 from apps.common.errors import InvalidInput, NotFound
 from apps.receipts.models import MirrorEntry, TrustLevel
 from apps.receipts.verifier import Verdict
-from apps.tenancy.models import ApiKey, Org, OrgAuditEvent
+from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
+from apps.tenancy.models import AuditKind, Org
 
 # heso.gated's insecure local decision key (seed [7u8; 32]): public, so anyone can sign
 # with it. Never an approver key, never makes a lifecycle link L1 (server.md §6).
@@ -44,22 +44,6 @@ def canonical_public_key(text: str) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def _audit(
-    *,
-    org: Org,
-    kind: str,
-    summary: str,
-    detail: dict[str, Any],
-    user: AbstractBaseUser | None,
-    api_key: ApiKey | None,
-    via: str,
-) -> None:
-    OrgAuditEvent.objects.create(
-        org=org, kind=kind, summary=summary[:300], detail=detail,
-        user_id=user.pk if user is not None else None, api_key=api_key, via=via,
-    )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Registered:
     key: ApproverKey
@@ -73,9 +57,7 @@ def approver_key_register(
     public_key: str,
     key_id: str | None = None,
     label: str = "",
-    created_by: AbstractBaseUser | None = None,
-    api_key: ApiKey | None = None,
-    via: str = "command",
+    actor: Actor = OPERATOR,
 ) -> Registered:
     """Register an approver key for ``org``, upserting by ``key_id`` (server.md §6).
 
@@ -103,8 +85,7 @@ def approver_key_register(
     try:
         with transaction.atomic():
             return _register_locked(
-                org=org, canonical=canonical, key_id=key_id, label=label,
-                created_by=created_by, api_key=api_key, via=via,
+                org=org, canonical=canonical, key_id=key_id, label=label, actor=actor
             )  # fmt: skip
     except IntegrityError:
         raise ApproverKeyRefused("this key or key id was registered concurrently") from None
@@ -116,9 +97,7 @@ def _register_locked(
     canonical: str,
     key_id: str,
     label: str,
-    created_by: AbstractBaseUser | None,
-    api_key: ApiKey | None,
-    via: str,
+    actor: Actor,
 ) -> Registered:
     current = (
         ApproverKey.objects.select_for_update()
@@ -137,7 +116,7 @@ def _register_locked(
         current.save(update_fields=["revoked_at"])
     key = ApproverKey.objects.create(
         org=org, key_id=key_id, public_key=canonical, label=label,
-        created_by_id=created_by.pk if created_by is not None else None, created_via=via,
+        created_by_id=actor.user_id, created_via=actor.via,
     )  # fmt: skip
     change = "rotated" if current is not None else "registered"
     detail: dict[str, Any] = {"key_id": key_id, "public_key": canonical, "label": label}
@@ -145,10 +124,8 @@ def _register_locked(
     if current is not None:
         detail["previous_public_key"] = current.public_key
         summary += f": {current.public_key[:10]}… revoked, {canonical[:10]}… active"
-    _audit(
-        org=org, kind=f"approver_key.{change}", summary=summary, detail=detail,
-        user=created_by, api_key=api_key, via=via,
-    )  # fmt: skip
+    kind = AuditKind.APPROVER_KEY_ROTATED if current else AuditKind.APPROVER_KEY_REGISTERED
+    org_audit_record(org=org, kind=kind, summary=summary, detail=detail, actor=actor)
     return Registered(key=key, change=change, previous=current)
 
 
@@ -156,9 +133,7 @@ def approver_key_revoke(
     *,
     org: Org,
     key_id: str,
-    user: AbstractBaseUser | None = None,
-    api_key: ApiKey | None = None,
-    via: str = "command",
+    actor: Actor = OPERATOR,
 ) -> ApproverKey:
     """Stop new votes by the key. Votes it already cast stay counted (and show it revoked)."""
     key = ApproverKey.objects.filter(org=org, key_id=key_id, revoked_at__isnull=True).first()
@@ -167,13 +142,14 @@ def approver_key_revoke(
     if key is None:
         raise NotFound(f"no approver key {key_id!r}")
     if key.revoked_at is None:
-        key.revoked_at = timezone.now()
-        key.save(update_fields=["revoked_at"])
-        _audit(
-            org=org, kind="approver_key.revoked", summary=f"approver key {key_id} revoked",
-            detail={"key_id": key_id, "public_key": key.public_key},
-            user=user, api_key=api_key, via=via,
-        )  # fmt: skip
+        with transaction.atomic():
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
+            org_audit_record(
+                org=org, kind=AuditKind.APPROVER_KEY_REVOKED, actor=actor,
+                summary=f"approver key {key_id} revoked",
+                detail={"key_id": key_id, "public_key": key.public_key},
+            )  # fmt: skip
     return key
 
 

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from apps.approvals.services import approver_key_register
 from apps.common.commands import json_line, run_service
+from apps.tenancy.audit_trail import add_actor_argument, command_actor
 from apps.tenancy.selectors import org_get
 
 
@@ -14,6 +15,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
+        add_actor_argument(parser)
         parser.add_argument("org_slug")
         parser.add_argument("public_key", help="the 32-byte key in standard base64")
         parser.add_argument("--key-id", default=None)
@@ -27,7 +29,7 @@ class Command(BaseCommand):
                 public_key=options["public_key"],
                 key_id=options["key_id"],
                 label=options["label"],
-                via="command",
+                actor=command_actor(options),
             )
         )
         key = registered.key

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.audit.evidence import EvidenceArchive, evidence_export, parse_window
 from apps.common.commands import run_service
+from apps.tenancy.audit_trail import add_actor_argument, command_actor
 from apps.tenancy.selectors import org_get
 
 
@@ -21,6 +22,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
+        add_actor_argument(parser)
         parser.add_argument("org_slug")
         parser.add_argument("--output", required=True, help="a file path, or - for stdout")
         parser.add_argument("--from", dest="start", help="first day, YYYY-MM-DD (UTC)")
@@ -29,7 +31,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         org = run_service(lambda: org_get(slug=options["org_slug"]))
         window = run_service(lambda: parse_window(options["start"], options["end"]))
-        with evidence_export(org=org, window=window) as archive:
+        with evidence_export(org=org, window=window, actor=command_actor(options)) as archive:
             if options["output"] == "-":
                 _copy(archive, sys.stdout.buffer)
                 sys.stdout.buffer.flush()

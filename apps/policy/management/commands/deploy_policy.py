@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from apps.common.commands import json_line, run_service
 from apps.policy.management.commands.check_policy import read_policy_file
-from apps.policy.models import DeployChannel
 from apps.policy.services import policy_deploy
+from apps.tenancy.audit_trail import add_actor_argument, command_actor
 from apps.tenancy.selectors import org_get
 
 
@@ -13,6 +13,7 @@ class Command(BaseCommand):
     help = "Validate and activate a policy TOML file for an org (same rules as POST /v1/policy)."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        add_actor_argument(parser)
         parser.add_argument("org_slug")
         parser.add_argument("file", help="path to the policy TOML")
         parser.add_argument(
@@ -28,7 +29,7 @@ class Command(BaseCommand):
                 org=org,
                 toml=toml,
                 expected_policy_hash=options["expected_hash"],
-                channel=DeployChannel.COMMAND,
+                actor=command_actor(options),
             )
         )
         self.stdout.write(

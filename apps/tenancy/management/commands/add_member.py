@@ -3,6 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from apps.common.commands import json_line, run_service
+from apps.tenancy.audit_trail import add_actor_argument, command_actor
 from apps.tenancy.models import Role
 from apps.tenancy.selectors import org_get
 from apps.tenancy.services import membership_add
@@ -12,6 +13,7 @@ class Command(BaseCommand):
     help = "Give a console user a role in an org, creating the user if needed."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        add_actor_argument(parser)
         parser.add_argument("org_slug")
         parser.add_argument("username")
         parser.add_argument("--role", required=True, choices=Role.values)
@@ -25,6 +27,7 @@ class Command(BaseCommand):
                 username=options["username"],
                 role=options["role"],
                 password=options["password"],
+                actor=command_actor(options),
             )
         )
         self.stdout.write(

@@ -3,6 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from apps.common.commands import json_line, run_service
+from apps.tenancy.audit_trail import add_actor_argument, command_actor
 from apps.tenancy.selectors import org_get
 from apps.tenancy.services import api_key_issue
 
@@ -14,6 +15,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
+        add_actor_argument(parser)
         parser.add_argument("org_slug")
         parser.add_argument(
             "--scopes",
@@ -26,7 +28,10 @@ class Command(BaseCommand):
         org = run_service(lambda: org_get(slug=options["org_slug"]))
         issued = run_service(
             lambda: api_key_issue(
-                org=org, scopes=options["scopes"].split(","), label=options["label"]
+                org=org,
+                scopes=options["scopes"].split(","),
+                label=options["label"],
+                actor=command_actor(options),
             )
         )
         key = issued.api_key

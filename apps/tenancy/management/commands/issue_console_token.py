@@ -23,7 +23,9 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=options["username"]).first()
         if user is None:
             raise CommandError(f"no console user {options['username']!r}")
-        tokens = run_service(lambda: console_tokens_issue(user=user, org_slug=org.slug))
+        tokens = run_service(
+            lambda: console_tokens_issue(user=user, org_slug=org.slug, via="command")
+        )
         self.stdout.write(
             json_line(
                 {

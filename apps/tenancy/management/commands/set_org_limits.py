@@ -3,6 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.common.commands import json_line, run_service
+from apps.tenancy.audit_trail import add_actor_argument, command_actor
 from apps.tenancy.selectors import org_get
 from apps.tenancy.services import org_set_limits
 
@@ -26,6 +27,7 @@ class Command(BaseCommand):
     help = "Override an org's limits ('plan' as a value: back to the plan's default)."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        add_actor_argument(parser)
         parser.add_argument("org_slug")
         parser.add_argument(
             "--monthly-cap",
@@ -38,14 +40,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = run_service(lambda: org_get(slug=options["org_slug"]))
-        changes = {
+        changes: dict[str, Any] = {
             field: _limit(option, options[option])
             for option, field in LIMITS.items()
             if options[option] is not None
         }
         if not changes:
             raise CommandError("nothing to set: pass --monthly-cap, --rate-per-minute or --burst")
-        org = run_service(lambda: org_set_limits(org=org, **changes))
+        org = run_service(lambda: org_set_limits(org=org, **changes, actor=command_actor(options)))
         per_minute, burst = org.effective_rate
         self.stdout.write(
             json_line(
