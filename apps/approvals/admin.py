@@ -12,12 +12,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from apps.approvals.models import Approval, ApproverKey
-from apps.approvals.services import (
-    approval_roster,
-    approver_key_register,
-    approver_key_revoke,
-    canonical_public_key,
-)
+from apps.approvals.selectors import approval_roster
+from apps.approvals.services import approver_key_register, approver_key_revoke, canonical_public_key
 from apps.common.errors import DomainError
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
 from apps.tenancy.audit_trail import Actor

@@ -8,6 +8,8 @@ vote resolves it exactly once.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 
@@ -126,6 +128,33 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.approval_id} {self.status}"
+
+    def expiry_outcome(self, now: datetime) -> dict[str, object] | None:
+        """The fields the expiry changes (``status``, ``resolved_at``, ``flag``) once it has
+        passed at ``now``, or None while it has not (or nothing changes). An approval that
+        ends by expiring ended at its expiry, whenever that is noticed (a read, the sweep,
+        a late vote), so every reader sees the same answer. Pure: nothing is written."""
+        if self.status != ApprovalStatus.PENDING or self.expires_at is None:
+            return None
+        if now <= self.expires_at:
+            return None
+        if self.on_timeout == "deny":
+            return {
+                "status": ApprovalStatus.REJECTED,
+                "resolved_at": self.expires_at,
+                "flag": self.flag,
+            }
+        if self.on_timeout in ("escalate", "auto_approve"):
+            # Nobody signed, so the service never approves on its own: it stays pending.
+            flag = (
+                ApprovalFlag.ESCALATED
+                if self.on_timeout == "escalate"
+                else ApprovalFlag.AUTO_APPROVE_REFUSED
+            )
+            if self.flag == flag:
+                return None
+            return {"status": self.status, "resolved_at": self.resolved_at, "flag": flag}
+        return {"status": ApprovalStatus.EXPIRED, "resolved_at": self.expires_at, "flag": self.flag}
 
     @property
     def lane(self) -> str:

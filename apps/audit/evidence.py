@@ -72,7 +72,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from apps.approvals.models import Approval, ApproverKey
-from apps.approvals.services import approval_roster
+from apps.approvals.selectors import approval_roster
 from apps.audit.selectors import ENTRY_FIELDS
 from apps.common.errors import InvalidInput
 from apps.receipts.models import MirrorEntry

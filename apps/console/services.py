@@ -23,11 +23,8 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 
 from apps.approvals.models import Approval
-from apps.approvals.services import (
-    access_token_digest,
-    approval_refresh,
-    approval_vote_with_token,
-)
+from apps.approvals.selectors import approval_as_of
+from apps.approvals.services import access_token_digest, approval_vote_with_token
 from apps.common.errors import InvalidInput
 from apps.tenancy.middleware import member_org_ids
 from apps.tenancy.org_context import activate_all_orgs, activate_orgs
@@ -52,7 +49,7 @@ def approval_by_access_token(token: str) -> Approval | None:
         found = Approval.objects.filter(pk=approval_pk).first()
     else:
         found = Approval.objects.filter(access_token_digest=digest).first()
-    return approval_refresh(found) if found is not None else None
+    return approval_as_of(found) if found is not None else None
 
 
 def approval_for_member(
@@ -69,7 +66,7 @@ def approval_for_member(
         org_ids = member_org_ids(int(user.pk))
         activate_orgs(org_ids)
         found = Approval.objects.filter(approval_id=approval_id, org_id__in=org_ids).first()
-    return approval_refresh(found) if found is not None else None
+    return approval_as_of(found) if found is not None else None
 
 
 def _token_bytes(token_b64: object) -> bytes:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.approvals.models import Approval, ApprovalStatus, ApproverKey, VoteDecision
-from apps.approvals.services import approval_roster
+from apps.approvals.selectors import approval_roster
 from apps.common.errors import DomainError, InvalidJson, PayloadTooLarge
 from apps.common.json_body import parse_json_body, read_json_bytes
 from apps.common.request_guard import answers_json

@@ -14,12 +14,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.approvals.models import Approval, ApprovalVote, ApproverKey
-from apps.approvals.services import (
-    approval_open,
-    approvals_sweep,
-    approver_key_register,
-    eligible_approvers,
-)
+from apps.approvals.selectors import eligible_approvers
+from apps.approvals.services import approval_open, approvals_sweep, approver_key_register
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.approvals.test_approval_flows import SCOPE, submit
 from tests.receipts.factories import Agent
@@ -87,14 +83,18 @@ def test_the_suspension_block_narrows_the_roster_and_sets_the_expiry(cast, appro
         ("escalate", "pending", "escalated"),
     ],
 )
-def test_an_expired_approval_takes_its_on_timeout_outcome_when_read(
+def test_an_expired_approval_reads_as_its_on_timeout_outcome_and_the_sweep_stores_it(
     cast, approvers, sdk_client, on_timeout, status, flag
 ) -> None:
     approval = _timed(cast, approvers, on_timeout)
     body = sdk_client.get(f"/v1/approvals/{approval.action_hash}").json()
     assert body["status"] == status
     approval.refresh_from_db()
+    assert (approval.status, approval.flag) == ("pending", "")  # a read writes nothing
+    assert approvals_sweep() == 1
+    approval.refresh_from_db()
     assert (approval.status, approval.flag) == (status, flag)
+    assert sdk_client.get(f"/v1/approvals/{approval.action_hash}").json() == body
 
 
 def test_sweep_applies_expiry_in_bulk(cast, approvers, capsys) -> None:

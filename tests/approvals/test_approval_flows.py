@@ -9,7 +9,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.approvals.models import Approval, ApprovalVote
-from apps.approvals.services import approval_roster, approver_key_revoke, eligible_approvers
+from apps.approvals.selectors import approval_roster, eligible_approvers
+from apps.approvals.services import approver_key_revoke
 from apps.approvals.tokens import assemble_l1_from_parts, assemble_quorum_from_parts
 from apps.receipts.models import MirrorEntry
 from apps.receipts.verifier import verify_receipt

@@ -17,13 +17,10 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from apps.approvals.content import ticket_hash
 from apps.approvals.models import Approval, ApprovalVote, ApproverKey
-from apps.approvals.services import (
-    PLACEHOLDER_DECISION_KEY,
-    approval_roster,
-    approver_key_register,
-    ticket_hash,
-)
+from apps.approvals.selectors import approval_roster
+from apps.approvals.services import PLACEHOLDER_DECISION_KEY, approver_key_register
 from apps.approvals.tokens import assemble_l1_from_parts, assemble_quorum_from_parts
 from apps.receipts.models import MirrorEntry
 from apps.receipts.verifier import verify_receipt

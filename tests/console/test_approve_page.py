@@ -21,11 +21,10 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.approvals.models import Approval, ApprovalStatus
+from apps.approvals.selectors import approval_get, approval_roster
 from apps.approvals.services import (
     approval_assembly,
-    approval_get,
     approval_open,
-    approval_roster,
     approval_vote,
     approver_key_register,
 )

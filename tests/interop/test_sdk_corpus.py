@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from apps.approvals.content import ticket_hash
 from apps.approvals.errors import AmbiguousTicket, ApproverKeyRefused
 from apps.approvals.models import ApproverKey
-from apps.approvals.services import approval_resolve, approver_key_register, ticket_hash
+from apps.approvals.selectors import approval_resolve
+from apps.approvals.services import approver_key_register
 from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import mirror_chain_check
 from apps.receipts.verifier import verify_receipt

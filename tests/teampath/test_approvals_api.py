@@ -10,7 +10,8 @@ import pytest
 from blake3 import blake3
 
 from apps.approvals.models import Approval, ApprovalStatus, ApprovalVote
-from apps.approvals.services import approver_key_register, eligible_approvers
+from apps.approvals.selectors import eligible_approvers
+from apps.approvals.services import approver_key_register
 from apps.receipts.models import MirrorEntry
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.receipts.factories import as_text

@@ -15,9 +15,9 @@ from rest_framework.response import Response
 
 from apps.api.keyscoped.base import KeyScopedSdkApi
 from apps.approvals.models import Approval
+from apps.approvals.selectors import approval_get
 from apps.approvals.services import (
     approval_assembly,
-    approval_get,
     approval_open,
     approval_vote,
     approver_key_register,

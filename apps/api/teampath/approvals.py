@@ -29,13 +29,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.teampath.base import TeamPathApi, parse_body
+from apps.approvals.content import is_suspended
 from apps.approvals.errors import ReceiptNotSuspended
 from apps.approvals.models import Approval, ApprovalStatus
+from apps.approvals.selectors import approval_get_by_id
 from apps.approvals.services import (
-    approval_get_by_id,
     approval_open_with_access_token,
     approval_vote_with_token,
-    is_suspended,
     receipt_verify,
 )
 from apps.common.errors import InvalidInput

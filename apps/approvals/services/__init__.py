@@ -3,16 +3,19 @@ named ``<entity>_<action>``; callers import from here.
 
 - ``keys``: approver keys (register as an upsert by key id, rotate, revoke) and the trust
   level the mirror derives from them for a lifecycle link;
-- ``suspension``: suspended content, suspend tickets and how a request's hash finds its
-  approval;
+- ``suspension``: an approval adopting its suspended content, and the approval a suspend
+  ticket opened before any content;
 - ``opening``: explicit and provisional opens;
-- ``state``: reading with the expiry outcome applied, eligible approvers, the roster;
+- ``expiry``: applying the signed ``on_timeout`` outcome (the sweep, and the vote path);
 - ``voting``: the one vote path (both profiles and the console), legs, assembly;
 - ``history``: the approval's history rows;
+Reads (an approval, its eligible approvers and roster) are in ``apps.approvals.selectors``,
+pure functions of suspended content in ``apps.approvals.content``.
 - ``intake``: receipt intake, the SDK's push (verify, count a refusal, append, open the
   approval of a suspended receipt), single and batch, for both profiles.
 """
 
+from apps.approvals.services.expiry import approvals_sweep
 from apps.approvals.services.intake import (
     IntakeOutcome,
     ReceiptRefusal,
@@ -39,20 +42,6 @@ from apps.approvals.services.opening import (
     approval_open_for_suspended,
     approval_open_with_access_token,
 )
-from apps.approvals.services.state import (
-    approval_get,
-    approval_get_by_id,
-    approval_refresh,
-    approval_roster,
-    approvals_sweep,
-    eligible_approvers,
-)
-from apps.approvals.services.suspension import (
-    approval_resolve,
-    is_suspended,
-    mirrored_content,
-    ticket_hash,
-)
 from apps.approvals.services.voting import (
     approval_assembly,
     approval_vote,
@@ -70,14 +59,9 @@ __all__ = [
     "access_token_digest",
     "active_approver_key",
     "approval_assembly",
-    "approval_get",
-    "approval_get_by_id",
     "approval_open",
     "approval_open_for_suspended",
     "approval_open_with_access_token",
-    "approval_refresh",
-    "approval_resolve",
-    "approval_roster",
     "approval_vote",
     "approval_vote_with_token",
     "approvals_sweep",
@@ -85,12 +69,8 @@ __all__ = [
     "approver_key_revoke",
     "canonical_public_key",
     "claimed_action_hash",
-    "eligible_approvers",
-    "is_suspended",
     "mirror_trust_level",
-    "mirrored_content",
     "receipt_intake",
     "receipt_intake_batch",
     "receipt_verify",
-    "ticket_hash",
 ]

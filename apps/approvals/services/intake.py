@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
+from apps.approvals.content import is_suspended
 from apps.approvals.services.keys import mirror_trust_level
 from apps.approvals.services.opening import approval_open_for_suspended
-from apps.approvals.services.suspension import is_suspended
 from apps.common.errors import InvalidInput
 from apps.receipts.errors import (
     ChainConstraint,

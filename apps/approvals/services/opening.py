@@ -15,20 +15,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.approvals.content import is_suspended, parse_signed_time, signed_approval_block
 from apps.approvals.models import (
     Approval,
     ApprovalStatus,
 )
+from apps.approvals.selectors import approval_resolve
 from apps.approvals.services.history import approval_event
-from apps.approvals.services.suspension import (
-    adopt_content,
-    approval_resolve,
-    is_suspended,
-    known_content,
-    merge_ticket_opened,
-    parse_signed_time,
-    signed_approval_block,
-)
+from apps.approvals.services.suspension import adopt_content, known_content, merge_ticket_opened
 from apps.common import metrics
 from apps.common.errors import InvalidInput
 from apps.tenancy.models import Org

@@ -3,74 +3,19 @@ finds it, and the content-less approval a ticket opened (server.md §6)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import orjson
 from django.utils import timezone
 
-from apps.approvals.errors import (
-    AmbiguousTicket,
-)
+from apps.approvals.content import parse_signed_time, signed_approval_block, ticket_hash
 from apps.approvals.models import (
     Approval,
 )
+from apps.approvals.selectors import mirrored_content
 from apps.approvals.services.history import approval_event
 from apps.receipts.models import MirrorEntry
-from apps.receipts.verifier import content_hash
 from apps.tenancy.models import Org
-
-# --- Suspended content and tickets ---------------------------------------------------------
-
-
-def ticket_hash(content: dict[str, Any]) -> str:
-    """The suspend ticket the SDK hands its user for ``content`` (server.md §6): the content
-    hash (receipts.md §4-§5) with ``agent_identity`` empty, as before the operator's key
-    was stamped on it."""
-    return content_hash({**content, "agent_identity": ""})
-
-
-def is_suspended(content: dict[str, Any]) -> bool:
-    """A lifecycle ``suspended`` receipt, or an L0 action the policy routed to a human
-    (the body an L1 receipt later supersedes)."""
-    if content.get("kind") == "suspended":
-        return True
-    policy = content.get("policy")
-    return (
-        content.get("kind", "action") == "action"
-        and content.get("trust_level") == "L0"
-        and isinstance(policy, dict)
-        and policy.get("decision_path") == "require_approval"
-    )
-
-
-def mirrored_content(*, org: Org, action_hash: str) -> dict[str, Any] | None:
-    """The content of the mirrored receipt with ``action_hash``, if any."""
-    text = (
-        MirrorEntry.objects.filter(org=org, action_hash=action_hash)
-        .values_list("receipt", flat=True)
-        .first()
-    )
-    if text is None:
-        return None
-    content: dict[str, Any] = orjson.loads(text)["content"]
-    return content
-
-
-def signed_approval_block(content: dict[str, Any] | None) -> dict[str, Any]:
-    suspension = (content or {}).get("suspension")
-    approval = suspension.get("approval") if isinstance(suspension, dict) else None
-    return approval if isinstance(approval, dict) else {}
-
-
-def parse_signed_time(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else None
 
 
 def producer_keys_of(approval: Approval, content: dict[str, Any]) -> set[str]:
@@ -112,22 +57,6 @@ def adopt_content(approval: Approval, content: dict[str, Any]) -> list[str]:
         approval.on_timeout = str(timing["on_timeout"])[:16]
         changed.append("on_timeout")
     return changed
-
-
-def approval_resolve(*, org: Org, ref: str) -> Approval | None:
-    """The org's approval a request's hash names: by the suspended content's action_hash,
-    else by its suspend ticket. A ticket shared by two suspended contents is refused."""
-    direct = Approval.objects.filter(org=org, action_hash=ref).first()
-    if direct is not None:
-        return direct
-    by_ticket = list(Approval.objects.filter(org=org, ticket_hash=ref).order_by("pk")[:3])
-    if len(by_ticket) > 1:
-        hashes = ", ".join(approval.action_hash for approval in by_ticket)
-        raise AmbiguousTicket(
-            f"the suspend ticket {ref} names more than one suspended receipt of this org "
-            f"({hashes}): address the approval by the receipt's content.action_hash"
-        )
-    return by_ticket[0] if by_ticket else None
 
 
 def merge_ticket_opened(org: Org, content: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import orjson
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.approvals.content import ticket_hash
 from apps.approvals.errors import (
     ApprovalContentMismatch,
     ApprovalExpired,
@@ -34,19 +35,15 @@ from apps.approvals.models import (
     ApprovalVote,
     ApproverKey,
 )
-from apps.approvals.services.history import approval_event
-from apps.approvals.services.state import (
+from apps.approvals.selectors import (
     approval_get,
+    approval_resolve,
     approval_roster,
     eligible_approvers,
-    expire_locked,
 )
-from apps.approvals.services.suspension import (
-    adopt_content,
-    approval_resolve,
-    producer_keys_of,
-    ticket_hash,
-)
+from apps.approvals.services.expiry import expire_locked
+from apps.approvals.services.history import approval_event
+from apps.approvals.services.suspension import adopt_content, producer_keys_of
 from apps.approvals.tokens import (
     ApprovalTokenError,
     LegRejected,

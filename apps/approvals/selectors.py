@@ -1,0 +1,100 @@
+"""Reads of approvals. Nothing here writes: an approval past its expiry is shown as its
+``on_timeout`` outcome (:func:`approval_as_of`) while the stored row waits for the sweep."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+import orjson
+from django.utils import timezone
+
+from apps.approvals.content import signed_approval_block
+from apps.approvals.errors import AmbiguousTicket, ApprovalNotFound
+from apps.approvals.models import Approval, ApproverKey
+from apps.receipts.models import MirrorEntry
+from apps.tenancy.models import Org
+
+
+def approval_as_of(approval: Approval, now: datetime | None = None) -> Approval:
+    """``approval`` as it stands at ``now``: past its expiry, with the outcome its signed
+    ``on_timeout`` gives (a copy; the stored row is the sweep's to change)."""
+    outcome = approval.expiry_outcome(now or timezone.now())
+    if outcome is None:
+        return approval
+    shown = copy.copy(approval)
+    for name, value in outcome.items():
+        setattr(shown, name, value)
+    return shown
+
+
+def approval_get_by_id(*, org: Org, approval_id: str) -> Approval:
+    """The org's approval with ``approval_id``, as it stands now; another org's is 404."""
+    approval = Approval.objects.filter(org=org, approval_id=approval_id).first()
+    if approval is None:
+        raise ApprovalNotFound(f"no approval {approval_id!r} for this team")
+    return approval_as_of(approval)
+
+
+def approval_get(*, org: Org, action_hash: str) -> Approval:
+    """The approval ``action_hash`` names (the content hash or the suspend ticket)."""
+    approval = approval_resolve(org=org, ref=action_hash)
+    if approval is None:
+        raise ApprovalNotFound("no approval for this action_hash")
+    return approval_as_of(approval)
+
+
+def eligible_approvers(approval: Approval, *, content: dict[str, Any] | None = None) -> list[str]:
+    """Who may vote now: the frozen roster's keys still active once the first vote froze
+    it; before that, the org's active keys narrowed to the suspension's signed
+    ``approver_pubkeys`` when that list is non-empty (an empty list narrows nothing)."""
+    active = set(
+        ApproverKey.objects.filter(org_id=approval.org_id, revoked_at__isnull=True).values_list(
+            "public_key", flat=True
+        )
+    )
+    if approval.roster_frozen_at is not None:
+        return sorted(active & set(approval.roster))
+    if content is None and approval.suspended_content:
+        content = orjson.loads(approval.suspended_content)
+    listed = signed_approval_block(content).get("approver_pubkeys")
+    if isinstance(listed, list) and listed:
+        active &= {key for key in listed if isinstance(key, str)}
+    return sorted(active)
+
+
+def approval_roster(approval: Approval, *, content: dict[str, Any] | None = None) -> list[str]:
+    """The roster a quorum leg signs over: frozen, or the one the next vote would freeze."""
+    if approval.roster_frozen_at is not None:
+        return list(approval.roster)
+    return eligible_approvers(approval, content=content)
+
+
+def approval_resolve(*, org: Org, ref: str) -> Approval | None:
+    """The org's approval a request's hash names: by the suspended content's action_hash,
+    else by its suspend ticket. A ticket shared by two suspended contents is refused."""
+    direct = Approval.objects.filter(org=org, action_hash=ref).first()
+    if direct is not None:
+        return direct
+    by_ticket = list(Approval.objects.filter(org=org, ticket_hash=ref).order_by("pk")[:3])
+    if len(by_ticket) > 1:
+        hashes = ", ".join(approval.action_hash for approval in by_ticket)
+        raise AmbiguousTicket(
+            f"the suspend ticket {ref} names more than one suspended receipt of this org "
+            f"({hashes}): address the approval by the receipt's content.action_hash"
+        )
+    return by_ticket[0] if by_ticket else None
+
+
+def mirrored_content(*, org: Org, action_hash: str) -> dict[str, Any] | None:
+    """The content of the mirrored receipt with ``action_hash``, if any."""
+    text = (
+        MirrorEntry.objects.filter(org=org, action_hash=action_hash)
+        .values_list("receipt", flat=True)
+        .first()
+    )
+    if text is None:
+        return None
+    content: dict[str, Any] = orjson.loads(text)["content"]
+    return content
