@@ -14,7 +14,7 @@ from apps.approvals.services import approver_key_register, eligible_approvers
 from apps.receipts.models import MirrorEntry
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.receipts.factories import as_text
-from tests.teampath.conftest import TEAMPATH, assert_error
+from tests.teampath_fixtures import TEAMPATH, assert_error
 
 pytestmark = TEAMPATH
 
@@ -298,7 +298,7 @@ class TestAuthorization:
     def test_the_matrix(self, cast, anonymous, opened, route):
         from apps.tenancy.models import Scope
         from apps.tenancy.services import api_key_issue, api_key_revoke
-        from tests.teampath.conftest import TeamPathCaller
+        from tests.teampath_fixtures import TeamPathCaller
 
         receipt, result = opened
         approval_id = result["approvalId"]
