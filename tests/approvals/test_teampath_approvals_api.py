@@ -276,15 +276,18 @@ class TestPollAndSettle:
 
 
 class TestAuthorization:
+    @pytest.mark.parametrize("whose", ["unknown-id", "another-teams"])
     @pytest.mark.parametrize("route", ["poll", "token"])
-    def test_an_unknown_or_another_teams_approval_is_404(self, acme, globex, opened, route):
-        approval_id = opened[1]["approvalId"]
-        for caller, target in ((acme, "apr_nothing"), (globex, approval_id)):
-            if route == "poll":
-                response = caller.get(f"/v1/approvals/{target}")
-            else:
-                response = submit(caller, target, "QUJD")
-            assert_error(response, HTTPStatus.NOT_FOUND, "approval_not_found")
+    def test_an_unknown_or_another_teams_approval_is_404(self, acme, globex, opened, route, whose):
+        if whose == "unknown-id":
+            caller, target = acme, "apr_nothing"
+        else:
+            caller, target = globex, opened[1]["approvalId"]
+        if route == "poll":
+            response = caller.get(f"/v1/approvals/{target}")
+        else:
+            response = submit(caller, target, "QUJD")
+        assert_error(response, HTTPStatus.NOT_FOUND, "approval_not_found")
 
     def test_another_team_opening_the_same_receipt_gets_its_own_approval(
         self, globex, opened, cast
