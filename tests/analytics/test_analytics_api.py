@@ -8,12 +8,11 @@ from http import HTTPStatus
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.approvals.models import Approval
-from apps.approvals.services import approval_open
 from apps.policy.services import policy_deploy
-from apps.receipts.models import MirrorEntry
 from tests.approvals.conftest import suspended_receipt
+from tests.approvals.model_factories import ApprovalFactory
 from tests.receipts.factories import Agent
+from tests.receipts.model_factories import MirrorEntryFactory
 
 KEYS = {
     "receipts_total", "receipts_month", "receipts_l1", "refusals", "supersedes",
@@ -54,9 +53,12 @@ def test_counters_match_the_orgs_rows(cast, dashboard, push, globex_push, approv
     # Approvals: the one opened by the push stays pending; two decided, 60 s and 180 s.
     now = timezone.now()
     for index, (status, seconds) in enumerate([("approved", 60), ("rejected", 180)]):
-        opened = approval_open(org=cast.acme, action_hash=f"{index:064x}", threshold=1).approval
-        Approval.objects.filter(pk=opened.pk).update(
-            status=status, created_at=now - timedelta(seconds=seconds), resolved_at=now
+        ApprovalFactory(
+            org=cast.acme,
+            action_hash=f"{index:064x}",
+            status=status,
+            created_at=now - timedelta(seconds=seconds),
+            resolved_at=now,
         )
     policy_deploy(org=cast.acme, toml="")
 
@@ -77,9 +79,8 @@ def test_counters_match_the_orgs_rows(cast, dashboard, push, globex_push, approv
     assert stats["policy_age_days"]["value"] == 0
 
 
-def test_old_receipts_leave_the_spark_but_stay_in_the_total(cast, dashboard, push) -> None:
-    assert push(Agent().receipt()).status_code == 201
-    MirrorEntry.objects.update(received_at=timezone.now() - timedelta(days=40))
+def test_old_receipts_leave_the_spark_but_stay_in_the_total(cast, dashboard) -> None:
+    MirrorEntryFactory(org=cast.acme, received_at=timezone.now() - timedelta(days=40))
     stats = counters(dashboard("viewer"))
     assert stats["receipts_total"]["value"] == 1
     assert sum(stats["receipts_total"]["spark"]) == 0

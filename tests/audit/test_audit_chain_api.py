@@ -90,17 +90,30 @@ def test_the_default_page_is_100_and_the_maximum_1000(cast, dashboard) -> None:
     assert (DEFAULT_LIMIT, MAX_LIMIT) == (100, 1000)
 
 
-def test_authorization_matrix(cast, dashboard, mirrored) -> None:
-    assert APIClient().get("/v1/audit/chain").status_code == HTTPStatus.UNAUTHORIZED
-    with_key = APIClient()
-    with_key.credentials(HTTP_AUTHORIZATION=f"Bearer {cast.acme_key.secret}")
-    assert with_key.get("/v1/audit/chain").status_code == HTTPStatus.UNAUTHORIZED
-    with_header = APIClient()
-    with_header.credentials(HTTP_X_API_KEY=cast.acme_key.secret)
-    assert with_header.get("/v1/audit/chain").status_code == HTTPStatus.UNAUTHORIZED
-    assert dashboard("viewer").get("/v1/audit/chain").status_code == HTTPStatus.FORBIDDEN
-    for role in ("auditor", "manager", "owner"):
-        assert dashboard(role).get("/v1/audit/chain").json()["size"] == 5
+@pytest.mark.parametrize(
+    ("caller", "status"),
+    [
+        pytest.param("anonymous", HTTPStatus.UNAUTHORIZED, id="no-credential"),
+        pytest.param("api-key-bearer", HTTPStatus.UNAUTHORIZED, id="api-key-as-bearer"),
+        pytest.param("api-key-header", HTTPStatus.UNAUTHORIZED, id="api-key-as-x-api-key"),
+        pytest.param("viewer", HTTPStatus.FORBIDDEN, id="viewer"),
+        pytest.param("auditor", HTTPStatus.OK, id="auditor"),
+        pytest.param("manager", HTTPStatus.OK, id="manager"),
+        pytest.param("owner", HTTPStatus.OK, id="owner"),
+    ],
+)
+def test_authorization_matrix(cast, dashboard, mirrored, caller, status) -> None:
+    client = APIClient()
+    if caller == "api-key-bearer":
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {cast.acme_key.secret}")
+    elif caller == "api-key-header":
+        client.credentials(HTTP_X_API_KEY=cast.acme_key.secret)
+    elif caller != "anonymous":
+        client = dashboard(caller)
+    response = client.get("/v1/audit/chain")
+    assert response.status_code == status
+    if status == HTTPStatus.OK:
+        assert response.json()["size"] == 5
 
 
 def test_another_orgs_member_sees_only_their_own_chain(cast, dashboard, mirrored) -> None:

@@ -23,7 +23,7 @@ from apps.tenancy.org_context import activate_default
 from apps.tenancy.services import api_key_issue
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.receipts.factories import Agent
-from tests.teampath.conftest import TeamPathCaller, assert_error
+from tests.teampath_fixtures import TeamPathCaller, assert_error
 
 HEX = "ab" * 32
 DEEP = "[" * 10_000 + "]" * 10_000

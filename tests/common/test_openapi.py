@@ -21,7 +21,7 @@ from apps.approvals.services import approver_key_register
 from apps.common.openapi import TEAMPATH_ERROR_CODES, profile_document
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.receipts.factories import Agent, as_text
-from tests.teampath.conftest import TeamPathCaller
+from tests.teampath_fixtures import TeamPathCaller
 
 PROFILES = ("keyscoped", "teampath")
 METHODS = ("get", "post", "put", "patch", "delete")

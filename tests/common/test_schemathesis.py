@@ -34,7 +34,7 @@ from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.models import Scope
 from apps.tenancy.org_context import activate_default
 from apps.tenancy.services import api_key_issue
-from tests.teampath.test_policy_api import POLICY
+from tests.policy.test_teampath_policy_api import POLICY
 
 FUZZ_CONFIG = schemathesis.Config.from_dict(
     {

@@ -500,7 +500,8 @@ def test_an_unknown_token_is_not_found(client, db) -> None:
     response = client.get("/approve/" + secrets.token_urlsafe(32))
     assert response.status_code == HTTPStatus.NOT_FOUND
     response = client.post("/approve/nope/vote", "{}", content_type="application/json")
-    assert response.status_code in (HTTPStatus.NOT_FOUND, HTTPStatus.FORBIDDEN)
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    assert response.json()["error"] == "approval_not_found"
 
 
 def test_a_console_link_needs_a_signed_in_member(client, console_approval) -> None:

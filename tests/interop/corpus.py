@@ -20,7 +20,7 @@ from apps.approvals.services import approver_key_register, approver_key_revoke
 from apps.tenancy.models import Org
 from tests.receipts.conftest import Pusher
 from tests.receipts.factories import as_text
-from tests.teampath.conftest import TeamPathCaller
+from tests.teampath_fixtures import TeamPathCaller
 
 CORPUS: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "sdk" / "corpus.json").read_text()

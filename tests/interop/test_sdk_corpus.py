@@ -26,6 +26,7 @@ from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import mirror_chain_check
 from apps.receipts.verifier import verify_receipt
 from apps.tenancy.models import Org
+from tests.approvals.model_factories import ApproverKeyFactory
 from tests.interop.corpus import (
     CORPUS,
     DECISION_KEY,
@@ -233,7 +234,7 @@ def test_a_placeholder_key_row_slipped_into_the_approver_keys_never_makes_a_link
 ):
     # Not reachable through approver_key_register; a row written around it (admin, SQL)
     # must not count either (server.md §6).
-    ApproverKey.objects.create(org=cast.acme, key_id="slipped-in", public_key=PLACEHOLDER_KEY)
+    ApproverKeyFactory(org=cast.acme, key_id="slipped-in", public_key=PLACEHOLDER_KEY)
 
     answers = push_flow(route, PLACEHOLDER_FLOW)
 

@@ -8,9 +8,9 @@ from http import HTTPStatus
 from django.utils import timezone
 
 from apps.policy.models import PolicyVersion
-from apps.receipts.models import MirrorEntry
 from tests.policy.test_policy_api import ALLOW_SEARCH, BLOCK_SEARCH, FLOOR_BYPASS
 from tests.receipts.factories import Agent
+from tests.receipts.model_factories import MirrorEntryFactory
 
 
 def _mirror(push, agent: Agent, count: int, **overrides) -> None:
@@ -57,11 +57,9 @@ def test_a_draft_with_the_same_decisions_changes_nothing(cast, dashboard, push) 
     assert body["rule_only_changed"] == 2
 
 
-def test_preview_only_replays_the_requested_window(cast, dashboard, push) -> None:
-    _mirror(push, Agent(), 2)
-    MirrorEntry.objects.filter(org=cast.acme, seq=1).update(
-        received_at=timezone.now() - timedelta(days=10)
-    )
+def test_preview_only_replays_the_requested_window(cast, dashboard) -> None:
+    MirrorEntryFactory(org=cast.acme, received_at=timezone.now() - timedelta(days=10))
+    MirrorEntryFactory(org=cast.acme)
     body = (
         dashboard("manager")
         .post("/v1/policy/preview", {"toml": BLOCK_SEARCH, "days": 7}, format="json")

@@ -24,7 +24,7 @@ from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import mirror_chain_check
 from apps.receipts.verifier import verify_receipt
 from tests.receipts.factories import Agent, as_text
-from tests.teampath.conftest import TeamPathCaller
+from tests.teampath_fixtures import TeamPathCaller
 
 NUL_REFUSED = "U+0000 (NUL) is not allowed outside action.fields"
 

@@ -19,6 +19,7 @@ from apps.tenancy.org_context import (
     org_scope,
 )
 from apps.tenancy.services import api_key_revoke
+from tests.policy.model_factories import PolicyVersionFactory
 from tests.receipts.conftest import Pusher
 from tests.receipts.factories import Agent
 
@@ -89,9 +90,7 @@ def test_a_write_into_another_orgs_rows_is_refused(cast, two_orgs_with_rows) -> 
     activate_orgs([cast.acme.pk])
     try:
         with pytest.raises(DatabaseError, match="row-level security"), transaction.atomic():
-            PolicyVersion.objects.create(
-                org=cast.globex, policy_id="pol_x", policy_hash="f" * 64, toml=""
-            )
+            PolicyVersionFactory(org=cast.globex)
         assert MirrorEntry.objects.filter(org=cast.globex).update(superseded_by="x") == 0
     finally:
         activate_all_orgs()

@@ -1,4 +1,11 @@
-"""Team-path tests: every module sets ``pytestmark = TEAMPATH`` (the profile's URL conf)."""
+"""Fixtures of the team-path profile's tests, wherever they live (tests/receipts,
+tests/approvals, tests/policy, tests/api): registered for the whole suite by
+``pytest_plugins`` in tests/conftest.py.
+
+A team-path test module sets ``pytestmark = TEAMPATH``: the profile's URL conf, the
+database, and ``API_PROFILE = "teampath"``. Then ``acme``, ``globex`` and ``anonymous``
+call the API as the SDK does, and ``assert_error`` checks the profile's error body.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,18 @@ from rest_framework.test import APIClient
 
 from tests.receipts.factories import Agent, as_text
 
-TEAMPATH = [pytest.mark.urls("config.urls.teampath"), pytest.mark.django_db]
 
-
-@pytest.fixture(autouse=True)
-def _teampath_profile(settings: Any) -> None:
+@pytest.fixture
+def teampath_profile(settings: Any) -> None:
     """Answers built outside DRF (middleware) follow the deployment's profile."""
     settings.API_PROFILE = "teampath"
+
+
+TEAMPATH = [
+    pytest.mark.urls("config.urls.teampath"),
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("teampath_profile"),
+]
 
 
 @pytest.fixture

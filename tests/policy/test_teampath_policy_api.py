@@ -9,7 +9,7 @@ from http import HTTPStatus
 from apps.policy.rules import load_policy, render_policy_json
 from apps.policy.selectors import EMPTY_POLICY_ID
 from apps.policy.services import policy_deploy
-from tests.teampath.conftest import TEAMPATH, assert_error
+from tests.teampath_fixtures import TEAMPATH, assert_error
 
 pytestmark = TEAMPATH
 

@@ -9,7 +9,7 @@ from django.test import Client
 
 from apps.approvals.services import approval_open, approver_key_register
 from tests.approvals.conftest import Approver, suspended_receipt
-from tests.console_admin.test_console_admin import member
+from tests.console.test_console_admin import member
 from tests.receipts.factories import Agent
 
 

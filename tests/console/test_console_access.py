@@ -64,25 +64,33 @@ def logged(user: str, message: str) -> bool:
 # --- what each one sees -------------------------------------------------------------------------
 
 
+# Each list page, with what marks an acme row and a globex row on it.
+LISTS = {
+    "orgs": ("/admin/tenancy/org/", lambda cast, agents: (">acme<", ">globex<")),
+    "api-keys": ("/admin/tenancy/apikey/",
+                 lambda cast, agents: (cast.acme_key.api_key.prefix,
+                                       cast.globex_key.api_key.prefix)),
+    "receipts": ("/admin/receipts/mirrorentry/",
+                 lambda cast, agents: (agents["acme"].identity[:20],
+                                       agents["globex"].identity[:20])),
+    "policy-versions": ("/admin/policy/policyversion/", lambda cast, agents: ("", "globex")),
+    "approver-keys": ("/admin/approvals/approverkey/", lambda cast, agents: ("", "globex-k")),
+    "memberships": ("/admin/tenancy/membership/", lambda cast, agents: ("acme-owner", "globex")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("listing", list(LISTS))
 @pytest.mark.parametrize("role", ["viewer", "manager"])
-def test_members_list_only_their_orgs_rows_everywhere(cast, agents, role) -> None:
+def test_members_list_only_their_orgs_rows_everywhere(cast, agents, role, listing) -> None:
     approver_key_register(org=cast.globex, public_key=Approver("g").public, key_id="globex-k")
     policy_deploy(org=cast.globex, toml=ALLOW_SEARCH)
-    client = member(role)
-    for url, acme_marker, globex_marker in [
-        ("/admin/tenancy/org/", ">acme<", ">globex<"),
-        ("/admin/tenancy/apikey/", cast.acme_key.api_key.prefix, cast.globex_key.api_key.prefix),
-        ("/admin/receipts/mirrorentry/", agents["acme"].identity[:20],
-         agents["globex"].identity[:20]),
-        ("/admin/policy/policyversion/", "", "globex"),
-        ("/admin/approvals/approverkey/", "", "globex-k"),
-        ("/admin/tenancy/membership/", "acme-owner", "globex"),
-    ]:  # fmt: skip
-        page = client.get(url)
-        assert page.status_code == HTTPStatus.OK, url
-        html = page.content.decode()
-        assert acme_marker in html, url
-        assert globex_marker not in html, url
+    url, markers = LISTS[listing]
+    acme_marker, globex_marker = markers(cast, agents)
+    page = member(role).get(url)
+    assert page.status_code == HTTPStatus.OK, url
+    html = page.content.decode()
+    assert acme_marker in html, url
+    assert globex_marker not in html, url
 
 
 def test_a_superuser_lists_every_org(cast, agents, root) -> None:
@@ -92,30 +100,44 @@ def test_a_superuser_lists_every_org(cast, agents, root) -> None:
     assert root.get(f"/admin/tenancy/org/{cast.globex.pk}/dashboard/").status_code == 200
 
 
-def test_another_orgs_objects_do_not_open(cast, agents) -> None:
-    client = member("manager")
+@pytest.mark.parametrize(
+    ("method", "url", "status"),
+    [
+        # The admin's "does not exist": a redirect to the index.
+        pytest.param("get", "/admin/receipts/mirrorentry/{entry}/change/", HTTPStatus.FOUND,
+                     id="receipt-change-page"),
+        pytest.param("get", "/admin/tenancy/apikey/{key}/change/", HTTPStatus.FOUND,
+                     id="api-key-change-page"),
+        pytest.param("get", "/admin/tenancy/org/{org}/change/", HTTPStatus.FOUND,
+                     id="org-change-page"),
+        pytest.param("get", "/admin/tenancy/org/{org}/dashboard/", HTTPStatus.NOT_FOUND,
+                     id="org-dashboard"),
+        pytest.param("post", "/admin/receipts/mirrorentry/{entry}/reverify/",
+                     HTTPStatus.NOT_FOUND, id="receipt-reverify"),
+    ],
+)  # fmt: skip
+def test_another_orgs_objects_do_not_open(cast, agents, method, url, status) -> None:
     globex_entry = MirrorEntry.objects.get(org=cast.globex)
-    for url in [
-        f"/admin/receipts/mirrorentry/{globex_entry.pk}/change/",
-        f"/admin/tenancy/apikey/{cast.globex_key.api_key.pk}/change/",
-        f"/admin/tenancy/org/{cast.globex.pk}/change/",
-    ]:
-        page = client.get(url)
-        assert page.status_code == HTTPStatus.FOUND, url  # the admin's "does not exist"
+    url = url.format(entry=globex_entry.pk, key=cast.globex_key.api_key.pk, org=cast.globex.pk)
+    page = getattr(member("manager"), method)(url)
+    assert page.status_code == status, url
+    if status == HTTPStatus.FOUND:
         assert page["Location"] == "/admin/"
-    assert client.get(f"/admin/tenancy/org/{cast.globex.pk}/dashboard/").status_code == 404
-    reverify = client.post(f"/admin/receipts/mirrorentry/{globex_entry.pk}/reverify/")
-    assert reverify.status_code == HTTPStatus.NOT_FOUND
 
 
-def test_the_org_is_read_only_to_members_plan_and_limits_included(cast, root) -> None:
-    form = {"slug": "acme", "name": "Acme", "plan": Plan.CUSTOM, "monthly_receipt_cap": "9",
+ORG_FORM = {"slug": "acme", "name": "Acme", "plan": Plan.CUSTOM, "monthly_receipt_cap": "9",
             "rate_per_minute": "", "rate_burst": ""}  # fmt: skip
-    for role in ("manager", "owner"):
-        answer = member(role).post(f"/admin/tenancy/org/{cast.acme.pk}/change/", form)
-        assert answer.status_code == HTTPStatus.FORBIDDEN
+
+
+@pytest.mark.parametrize("role", ["manager", "owner"])
+def test_the_org_is_read_only_to_members_plan_and_limits_included(cast, role) -> None:
+    answer = member(role).post(f"/admin/tenancy/org/{cast.acme.pk}/change/", ORG_FORM)
+    assert answer.status_code == HTTPStatus.FORBIDDEN
     assert Org.objects.get(pk=cast.acme.pk).plan == Plan.PRO
-    assert root.post(f"/admin/tenancy/org/{cast.acme.pk}/change/", form).status_code == 302
+
+
+def test_a_superuser_changes_the_orgs_plan_and_it_is_logged(cast, root) -> None:
+    assert root.post(f"/admin/tenancy/org/{cast.acme.pk}/change/", ORG_FORM).status_code == 302
     assert Org.objects.get(pk=cast.acme.pk).plan == Plan.CUSTOM
     assert logged("root", "Plan")
 
@@ -144,19 +166,28 @@ def test_the_dashboard_offers_writes_to_managers_only_and_links_approvals(cast, 
 # --- receipts -----------------------------------------------------------------------------------
 
 
-def test_receipts_search_by_identity_and_workflow_and_filter(cast, agents, root) -> None:
+def test_receipts_search_by_identity_and_workflow(cast, agents, root) -> None:
     by_identity = root.get("/admin/receipts/mirrorentry/", {"q": agents["globex"].identity})
     assert "1 result" in by_identity.content.decode()
     by_workflow = root.get("/admin/receipts/mirrorentry/", {"q": "billing/monthly"})
     assert "1 result" in by_workflow.content.decode()
-    for query, count in [({"trust_level__exact": "L0"}, 3), ({"kind": "action"}, 3),
-                         ({"verb": "payment"}, 0), ({"decision_path": "allow"}, 3),
-                         ({"org": cast.globex.pk}, 1),
-                         ({"received_at__year": timezone.now().year}, 3)]:  # fmt: skip
-        page = root.get("/admin/receipts/mirrorentry/", query).content.decode()
-        assert page.count('name="_selected_action"') == count, query
-    none = root.get("/admin/receipts/mirrorentry/", {"trust_level__exact": "L1"}).content
-    assert b'name="_selected_action"' not in none
+
+
+@pytest.mark.parametrize(
+    ("query", "count"),
+    [
+        pytest.param(lambda cast: {"trust_level__exact": "L0"}, 3, id="trust-level-L0"),
+        pytest.param(lambda cast: {"trust_level__exact": "L1"}, 0, id="trust-level-L1"),
+        pytest.param(lambda cast: {"kind": "action"}, 3, id="kind-action"),
+        pytest.param(lambda cast: {"verb": "payment"}, 0, id="verb-payment"),
+        pytest.param(lambda cast: {"decision_path": "allow"}, 3, id="decision-path-allow"),
+        pytest.param(lambda cast: {"org": cast.globex.pk}, 1, id="org-globex"),
+        pytest.param(lambda cast: {"received_at__year": timezone.now().year}, 3, id="this-year"),
+    ],
+)
+def test_receipts_filter(cast, agents, root, query, count) -> None:
+    page = root.get("/admin/receipts/mirrorentry/", query(cast)).content.decode()
+    assert page.count('name="_selected_action"') == count
 
 
 @pytest.mark.parametrize("role", ["viewer", "manager"])
@@ -219,20 +250,36 @@ def test_a_manager_cannot_deploy_to_another_org(cast) -> None:
 def test_compare_any_two_versions_of_an_org(cast) -> None:
     old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
     new = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
-    other = policy_deploy(org=cast.globex, toml=ALLOW_SEARCH)
     viewer = member("viewer")
     page = viewer.get("/admin/policy/policyversion/compare/", {"old": old.pk, "new": new.pk})
     html = page.content.decode()
     assert page.status_code == HTTPStatus.OK
     assert re.search(r'<span style="background:#e6ffec">\+decision = &quot;block&quot;', html)
     assert re.search(r'<span style="background:#ffebe9">-decision = &quot;allow&quot;', html)
-    for query in ({"old": old.pk, "new": other.pk}, {"old": other.pk, "new": other.pk},
-                  {"old": "x", "new": new.pk}):  # fmt: skip
-        answer = viewer.get("/admin/policy/policyversion/compare/", query)
-        assert answer.status_code == HTTPStatus.NOT_FOUND
     detail = viewer.get(f"/admin/policy/policyversion/{new.pk}/change/").content.decode()
     assert "Compare with" in detail
     assert "/rollback/" not in detail  # viewers get no roll-back button
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        pytest.param("acme-old", "globex", id="versions-of-two-orgs"),
+        pytest.param("globex", "globex", id="another-orgs-versions"),
+        pytest.param("x", "acme-new", id="not-a-version"),
+    ],
+)
+def test_compare_refuses_what_is_not_two_versions_of_the_members_org(cast, old, new) -> None:
+    versions = {
+        "acme-old": policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).pk,
+        "acme-new": policy_deploy(org=cast.acme, toml=BLOCK_SEARCH).pk,
+        "globex": policy_deploy(org=cast.globex, toml=ALLOW_SEARCH).pk,
+        "x": "x",
+    }
+    answer = member("viewer").get(
+        "/admin/policy/policyversion/compare/", {"old": versions[old], "new": versions[new]}
+    )
+    assert answer.status_code == HTTPStatus.NOT_FOUND
 
 
 def test_the_rollback_button_redeploys_through_the_service(cast) -> None:
@@ -367,10 +414,12 @@ def test_approver_keys_register_with_a_derived_id_and_revoke_per_org(cast, root)
     globex.refresh_from_db()
     assert key.revoked_at is not None
     assert globex.revoked_at is None
-    assert member("viewer").post(
+    refused = member("viewer").post(
         "/admin/approvals/approverkey/",
         {"action": "revoke_selected", "_selected_action": [key.pk]},
-    ).status_code in (HTTPStatus.OK, HTTPStatus.FOUND)
+    )
+    assert refused.status_code == HTTPStatus.FOUND  # no such action for a viewer: the list again
+    assert refused["Location"] == "/admin/approvals/approverkey/"
 
 
 # --- members ------------------------------------------------------------------------------------
@@ -478,17 +527,21 @@ def test_members_see_their_own_log_entries_and_nobody_edits_any(cast, root) -> N
 # --- keys are never edited; evidence from the dashboard -----------------------------------------
 
 
-def test_keys_are_issued_revoked_or_rotated_never_edited(cast, root) -> None:
+@pytest.mark.parametrize(
+    "page",
+    ["/admin/tenancy/apikey/{key}/change/", "/admin/approvals/approverkey/{approver}/change/"],
+    ids=["api-key", "approver-key"],
+)
+@pytest.mark.parametrize("who", ["superuser", "owner"])
+def test_keys_are_issued_revoked_or_rotated_never_edited(cast, root, who, page) -> None:
     key = cast.acme_key.api_key
     approver = approver_key_register(org=cast.acme, public_key=Approver("a").public, key_id="a").key
-    for client in (root, member("owner")):
-        for url, body in [
-            (f"/admin/tenancy/apikey/{key.pk}/change/", {"label": "renamed"}),
-            (f"/admin/approvals/approverkey/{approver.pk}/change/", {"label": "renamed"}),
-        ]:
-            assert client.post(url, body).status_code == HTTPStatus.FORBIDDEN
-            assert client.get(url).status_code == HTTPStatus.OK  # a read-only view
+    client = root if who == "superuser" else member("owner")
+    url = page.format(key=key.pk, approver=approver.pk)
+    assert client.post(url, {"label": "renamed"}).status_code == HTTPStatus.FORBIDDEN
+    assert client.get(url).status_code == HTTPStatus.OK  # a read-only view
     assert ApiKey.objects.get(pk=key.pk).label == "agent"
+    assert ApproverKey.objects.get(pk=approver.pk).label == ""
 
 
 def test_an_auditor_downloads_the_evidence_tar_from_the_dashboard(cast, agents) -> None:

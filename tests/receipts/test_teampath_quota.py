@@ -9,7 +9,7 @@ from apps.receipts import errors as receipt_errors
 from apps.receipts.errors import seconds_until_next_month
 from apps.receipts.models import MirrorEntry, MirrorHead
 from apps.tenancy.services import org_set_limits
-from tests.teampath.conftest import TEAMPATH, assert_error
+from tests.teampath_fixtures import TEAMPATH, assert_error
 
 pytestmark = TEAMPATH
 

@@ -9,7 +9,7 @@ import pytest
 from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import mirror_chain_check
 from tests.receipts.factories import as_text
-from tests.teampath.conftest import TEAMPATH, assert_error
+from tests.teampath_fixtures import TEAMPATH, assert_error
 
 pytestmark = TEAMPATH
 

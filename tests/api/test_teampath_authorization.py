@@ -12,7 +12,7 @@ from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import DEFAULT_SCOPES, Scope
 from apps.tenancy.services import api_key_issue, api_key_revoke
 from tests.receipts.factories import Agent, as_text
-from tests.teampath.conftest import TEAMPATH, TeamPathCaller, assert_error
+from tests.teampath_fixtures import TEAMPATH, TeamPathCaller, assert_error
 
 pytestmark = TEAMPATH
 

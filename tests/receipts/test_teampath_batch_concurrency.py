@@ -19,6 +19,7 @@ pytestmark = [
     pytest.mark.urls("config.urls.teampath"),
     pytest.mark.postgres,
     pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("teampath_profile"),
 ]
 
 BATCHES = 6

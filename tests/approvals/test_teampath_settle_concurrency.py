@@ -11,13 +11,14 @@ from django.db import connection
 from apps.approvals.models import Approval, ApprovalVote
 from apps.approvals.services import approver_key_register
 from tests.approvals.conftest import Approver, suspended_receipt
-from tests.teampath.conftest import TeamPathCaller
-from tests.teampath.test_approvals_api import SCOPE, open_approval, submit
+from tests.approvals.test_teampath_approvals_api import SCOPE, open_approval, submit
+from tests.teampath_fixtures import TeamPathCaller
 
 pytestmark = [
     pytest.mark.urls("config.urls.teampath"),
     pytest.mark.postgres,
     pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("teampath_profile"),
 ]
 
 APPROVERS = 6

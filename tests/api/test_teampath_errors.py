@@ -12,7 +12,7 @@ from rest_framework import exceptions
 from apps.api.teampath.base import teampath_exception_handler
 from apps.common.errors import ServiceUnavailable
 from tests.receipts.factories import Agent, as_text
-from tests.teampath.conftest import TEAMPATH, assert_error
+from tests.teampath_fixtures import TEAMPATH, assert_error
 
 pytestmark = TEAMPATH
 
