@@ -8,13 +8,8 @@ import pytest
 from django.utils import timezone
 
 from apps.approvals.models import ApprovalStatus
-from apps.approvals.services import (
-    active_approver_key,
-    approval_get_by_id,
-    approval_refresh,
-    canonical_public_key,
-    eligible_approvers,
-)
+from apps.approvals.selectors import approval_as_of, approval_get_by_id, eligible_approvers
+from apps.approvals.services import active_approver_key, canonical_public_key
 from tests.approvals.conftest import Approver
 from tests.approvals.model_factories import ApprovalFactory, ApproverKeyFactory
 
@@ -44,7 +39,7 @@ def test_a_pending_approval_is_clean_found_by_id_and_stays_pending(cast) -> None
     approval = ApprovalFactory(org=cast.acme)
     approval.full_clean(exclude=UNTIL_THE_FIRST_VOTE)
     assert approval_get_by_id(org=cast.acme, approval_id=approval.approval_id) == approval
-    assert approval_refresh(approval).status == ApprovalStatus.PENDING
+    assert approval_as_of(approval).status == ApprovalStatus.PENDING
     assert (approval.lane, approval.resolved_at) == ("single", None)
     assert eligible_approvers(approval) == [key.public_key]
 
