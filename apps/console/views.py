@@ -24,6 +24,7 @@ from apps.approvals.selectors import approval_roster
 from apps.common.errors import DomainError, InvalidJson, PayloadTooLarge
 from apps.common.json_body import parse_json_body, read_json_bytes
 from apps.common.request_guard import answers_json
+from apps.common.responses import teampath_body
 from apps.console.services import (
     APPROVAL_ID_PREFIX,
     approval_by_access_token,
@@ -198,7 +199,9 @@ def approval_page(request: HttpRequest, ref: str) -> HttpResponse:
 
 
 def _error(status: HTTPStatus, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": code, "message": message}, status=status)
+    """The page's vote endpoint answers in the team-path error body on both profiles (the
+    page's script reads ``error`` and ``message``)."""
+    return JsonResponse(teampath_body(code, message), status=status)
 
 
 @answers_json
