@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.analytics.models import RefusalCount
-from apps.common import metrics
+from apps.common import metrics, outbound
 from apps.tenancy.models import Org
 
 _UPSERT = (
@@ -16,8 +16,20 @@ _UPSERT = (
 )
 
 
-def refusal_record(*, org: Org, kind: str) -> None:
-    """Count one refused receipt of ``kind`` for today (UTC); exact under concurrency."""
-    with connection.cursor() as cursor:
-        cursor.execute(_UPSERT, [org.pk, timezone.now().date(), kind[:64]])
+def refusal_record(*, org: Org, kind: str, action_hash: str = "") -> None:
+    """Count one refused receipt of ``kind`` for today (UTC); exact under concurrency.
+    Emits ``receipt.refused`` (the verdict kind and, where the receipt decoded that far,
+    its action hash: nothing else of the receipt) with the count."""
+    now = timezone.now()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_UPSERT, [org.pk, now.date(), kind[:64]])
+        outbound.emit(
+            org_id=org.pk,
+            event_type="receipt.refused",
+            payload=lambda: {
+                "kind": kind[:64],
+                "action_hash": action_hash or None,
+                "refused_at": now.isoformat().replace("+00:00", "Z"),
+            },
+        )
     metrics.receipts_refused(kind)

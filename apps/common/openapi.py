@@ -24,6 +24,8 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
+from apps.common.openapi_events import EVENT_COMPONENTS
+
 Schema = dict[str, Any]
 
 PROFILES = ("keyscoped", "teampath")
@@ -675,6 +677,8 @@ COMPONENTS: dict[str, Schema] = {
 }
 
 
+COMPONENTS.update(EVENT_COMPONENTS)
+
 # --- Responses -----------------------------------------------------------------------
 
 
@@ -958,6 +962,8 @@ def finish_profile_document(
     components["schemas"] = {
         **components.get("schemas", {}),
         **_referenced_components(paths),
+        # Webhook bodies are sent, not served: every profile documents them.
+        **_referenced_components({"webhooks": ref("WebhookEvent")}),
     }
     result["paths"] = dict(sorted(paths.items()))
     return result

@@ -89,7 +89,8 @@ def verified_receipt(receipt: JsonValue, *, org: Org) -> tuple[DecodedReceipt, s
     if verdict.stage == "decode":
         raise ReceiptMalformed(f"Malformed: {verdict.detail}")
     if not verdict.is_valid or verdict.receipt is None or verdict.trust_level is None:
-        raise ReceiptRejected(verdict.kind, verdict.detail)
+        named = verdict.receipt.action_hash if verdict.receipt is not None else ""
+        raise ReceiptRejected(verdict.kind, verdict.detail, action_hash=named)
     return verdict.receipt, mirror_trust_level(org=org, verdict=verdict)
 
 
@@ -145,7 +146,7 @@ class ReceiptPushApi(KeyScopedSdkApi):
         try:
             receipt, trust_level = verified_receipt(push.receipt, org=principal.org)
         except ReceiptRejected as refusal:
-            refusal_record(org=principal.org, kind=refusal.kind)
+            refusal_record(org=principal.org, kind=refusal.kind, action_hash=refusal.action_hash)
             raise
         except ReceiptMalformed:
             refusal_record(org=principal.org, kind="Malformed")

@@ -12,10 +12,12 @@ class ReceiptRejected(DomainError):
 
     code = "receipt_rejected"
 
-    def __init__(self, kind: str, detail: str | None) -> None:
+    def __init__(self, kind: str, detail: str | None, *, action_hash: str = "") -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
         self.detail = detail
+        # The action hash the receipt names (for the receipt.refused event), where known.
+        self.action_hash = action_hash
 
     def body_extras(self) -> dict[str, object]:
         return {"kind": self.kind}

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from apps.common import metrics
+from apps.common import metrics, outbound
 from apps.common.errors import DomainError
 from apps.receipts.append_sql import (
     AppendStatements,
@@ -327,6 +327,7 @@ def _count_against_quota(org: Org, head: LockedHead, now: datetime) -> tuple[str
     cap = org.effective_monthly_receipt_cap
     if count >= cap:
         raise QuotaExceeded(f"monthly mirror soft-cap of {cap} receipts reached for {month}")
+    outbound.quota_counted(org_id=org.pk, month=month, count=count + 1, cap=cap)
     return month, count + 1
 
 

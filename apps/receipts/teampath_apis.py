@@ -200,7 +200,9 @@ class ReceiptPushApi(TeamPathApi):
 def record_refusal(org: Org, refusal: ReceiptRejected | ReceiptMalformed) -> None:
     """Count a refused receipt by verdict kind (analytics, metrics)."""
     refusal_record(
-        org=org, kind=refusal.kind if isinstance(refusal, ReceiptRejected) else "Malformed"
+        org=org,
+        kind=refusal.kind if isinstance(refusal, ReceiptRejected) else "Malformed",
+        action_hash=refusal.action_hash if isinstance(refusal, ReceiptRejected) else "",
     )
 
 

@@ -18,6 +18,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.common import outbound
 from apps.common.errors import DomainError, Forbidden, InvalidInput, NotFound
 from apps.tenancy.console_tokens import console_sessions_end
 from apps.tenancy.models import ApiKey, Membership, Org, Plan, Role, Scope
@@ -65,16 +66,36 @@ def org_create(*, slug: str, name: str | None = None, plan: str = Plan.FREE) -> 
     return org
 
 
+def _api_key_event(event_type: str, api_key: ApiKey) -> None:
+    outbound.emit(
+        org_id=api_key.org_id,
+        event_type=event_type,
+        payload=lambda: {
+            "prefix": api_key.prefix,
+            "label": api_key.label,
+            "scopes": list(api_key.scopes),
+            "created_at": api_key.created_at.isoformat().replace("+00:00", "Z"),
+            "revoked_at": (
+                api_key.revoked_at.isoformat().replace("+00:00", "Z")
+                if api_key.revoked_at
+                else None
+            ),
+        },
+    )
+
+
 def api_key_issue(*, org: Org, scopes: Iterable[str], label: str = "") -> IssuedKey:
     prefix = KEY_PREFIX_TAG + secrets.token_hex(6)
     secret = f"{prefix}_{secrets.token_urlsafe(32)}"
-    api_key = ApiKey.objects.create(
-        org=org,
-        label=label,
-        prefix=prefix,
-        digest=key_digest(secret),
-        scopes=_validated_scopes(scopes),
-    )
+    with transaction.atomic():
+        api_key = ApiKey.objects.create(
+            org=org,
+            label=label,
+            prefix=prefix,
+            digest=key_digest(secret),
+            scopes=_validated_scopes(scopes),
+        )
+        _api_key_event("api_key.created", api_key)
     return IssuedKey(api_key=api_key, secret=secret)
 
 
@@ -89,6 +110,7 @@ def api_key_rotate(*, prefix: str) -> IssuedKey:
         issued = api_key_issue(org=old.org, scopes=old.scopes, label=old.label)
         old.revoked_at = timezone.now()
         old.save(update_fields=["revoked_at"])
+        _api_key_event("api_key.revoked", old)
     return issued
 
 
@@ -100,6 +122,7 @@ def api_key_revoke(*, prefix: str) -> ApiKey:
         if api_key.revoked_at is None:
             api_key.revoked_at = timezone.now()
             api_key.save(update_fields=["revoked_at"])
+            _api_key_event("api_key.revoked", api_key)
     return api_key
 
 

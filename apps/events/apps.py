@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class EventsConfig(AppConfig):
+    name = "apps.events"
+    verbose_name = "Events and notifications"
+
+    def ready(self) -> None:
+        from django.conf import settings
+
+        from apps.common import outbound
+        from apps.events.services import event_record
+
+        outbound.register_sink(event_record if settings.EVENTS_ENABLED else None)
