@@ -259,9 +259,7 @@ def delivery_redeliver(*, delivery: Delivery) -> Delivery:
 # --- email opt-in --------------------------------------------------------------------------
 
 
-def email_subscriptions_set(
-    *, org: Org, user: User, event_types: Iterable[str]
-) -> list[str]:
+def email_subscriptions_set(*, org: Org, user: User, event_types: Iterable[str]) -> list[str]:
     """The member's email opt-ins in ``org``, replaced by ``event_types`` (approval events
     only; an empty list opts out of all)."""
     wanted = sorted(set(event_types))
