@@ -127,6 +127,18 @@ COMPONENTS: dict[str, Schema] = {
                 },
             },
             "failed": {"type": "array", "items": _STRING, "description": "503 only"},
+            "task_queue": _object(
+                {
+                    "ready": {"type": "integer", "description": "Background tasks due now."},
+                    "oldest_ready_seconds": {
+                        "type": "number",
+                        "nullable": True,
+                        "description": "How long the longest-waiting due task has waited.",
+                    },
+                },
+                required=["ready", "oldest_ready_seconds"],
+                description="200 only: the background queue (reported, never a failure).",
+            ),
         },
         required=["status", "checks"],
     ),

@@ -34,7 +34,9 @@ def _ref(name: str) -> Schema:
 
 
 def _obj(props: Schema, required: list[str], description: str = "") -> Schema:
-    schema: Schema = {"type": "object", "properties": props, "required": required}
+    schema: Schema = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = required
     if description:
         schema["description"] = description
     return schema

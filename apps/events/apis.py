@@ -111,6 +111,8 @@ class _EventTypesField(serializers.ListField):
         )
 
 
+# POSTs that take nothing: an empty JSON object (or no body).
+_EMPTY_BODY = {"application/json": {"type": "object", "additionalProperties": False}}
 _ENDPOINT_ID = path_parameter("endpoint_id", "The endpoint's id (`ep_…`).")
 
 
@@ -174,7 +176,10 @@ class WebhookEndpointListApi(_ReadsFor):
         summary="Remove a webhook endpoint and its delivery log (manager+)",
         tags=["webhooks"],
         parameters=[_ENDPOINT_ID],
-        responses={204: OpenApiResponse(description="Removed."), **keyscoped_errors(403, 404)},
+        responses={
+            200: ok("WebhookEndpoint", "Removed: what it was."),
+            **keyscoped_errors(403, 404),
+        },
     ),
 )
 class WebhookEndpointDetailApi(_ReadsFor):
@@ -199,8 +204,9 @@ class WebhookEndpointDetailApi(_ReadsFor):
 
     def delete(self, request: Request, endpoint_id: str) -> Response:
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
+        body = endpoint_body(endpoint)
         webhook_endpoint_delete(endpoint=endpoint)
-        return Response(status=HTTPStatus.NO_CONTENT)
+        return Response(body)
 
 
 @extend_schema_view(
@@ -210,7 +216,7 @@ class WebhookEndpointDetailApi(_ReadsFor):
         "overlap (manager+)",
         tags=["webhooks"],
         parameters=[_ENDPOINT_ID],
-        request=None,
+        request=_EMPTY_BODY,
         responses={200: ok("WebhookEndpointWithSecret"), **keyscoped_errors(403, 404)},
     )
 )
@@ -244,7 +250,7 @@ class WebhookDeliveryListApi(_ReadsFor):
         summary="Send a delivery again now, with the same webhook-id (manager+)",
         tags=["webhooks"],
         parameters=[_ENDPOINT_ID],
-        request=None,
+        request=_EMPTY_BODY,
         responses={202: ok("WebhookDelivery"), **keyscoped_errors(403, 404)},
     )
 )

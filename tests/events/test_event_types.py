@@ -24,9 +24,7 @@ ALL = list(EventType.values)
 
 @pytest.fixture
 def subscribed(cast):
-    return webhook_endpoint_create(
-        org=cast.acme, url="http://127.0.0.1:9/hooks", event_types=ALL
-    )
+    return webhook_endpoint_create(org=cast.acme, url="http://127.0.0.1:9/hooks", event_types=ALL)
 
 
 def _types(org) -> list[str]:
@@ -92,9 +90,7 @@ def test_a_malformed_receipt_is_refused_without_an_action_hash(cast, subscribed,
     assert (event.payload["kind"], event.payload["action_hash"]) == ("Malformed", None)
 
 
-def test_the_quota_threshold_fires_at_80_and_100_percent_once_each(
-    cast, subscribed, push
-) -> None:
+def test_the_quota_threshold_fires_at_80_and_100_percent_once_each(cast, subscribed, push) -> None:
     cast.acme.monthly_receipt_cap = 5
     cast.acme.save()
     agent = Agent()
@@ -102,7 +98,9 @@ def test_the_quota_threshold_fires_at_80_and_100_percent_once_each(
 
     assert statuses == [HTTPStatus.CREATED] * 5 + [HTTPStatus.PAYMENT_REQUIRED]
     events = EventRow.objects.filter(type="quota.threshold").order_by("id")
-    assert [(e.payload["threshold_percent"], e.payload["count"], e.payload["cap"]) for e in events] == [
+    assert [
+        (e.payload["threshold_percent"], e.payload["count"], e.payload["cap"]) for e in events
+    ] == [
         (80, 4, 5),
         (100, 5, 5),
     ]
@@ -125,7 +123,9 @@ def test_api_keys_created_rotated_and_revoked_are_events(cast, subscribed) -> No
 
 
 def test_an_endpoint_gets_only_the_types_it_asked_for(cast) -> None:
-    webhook_endpoint_create(org=cast.acme, url="http://127.0.0.1:9/a", event_types=["api_key.revoked"])
+    webhook_endpoint_create(
+        org=cast.acme, url="http://127.0.0.1:9/a", event_types=["api_key.revoked"]
+    )
     issued = api_key_issue(org=cast.acme, scopes=DEFAULT_SCOPES, label="ci")
     assert _types(cast.acme) == []
     api_key_revoke(prefix=issued.api_key.prefix)

@@ -41,7 +41,8 @@ def test_a_manager_adds_an_endpoint_and_sees_its_secret_once(cast) -> None:
     assert response.status_code == HTTPStatus.OK
     endpoint = WebhookEndpoint.objects.get()
     page = response.content.decode()
-    assert endpoint.secret in page and "not shown again" in page
+    assert endpoint.secret in page
+    assert "not shown again" in page
     assert "no-store" in response["Cache-Control"]
     assert endpoint.event_types == ["approval.decided", "approval.waiting_for_approvers"]
     change = client.get(f"{LIST}{endpoint.pk}/change/")
@@ -66,7 +67,9 @@ def test_a_private_url_is_refused_on_the_form_in_production(cast, settings) -> N
 
 
 def test_another_orgs_endpoint_is_invisible(cast) -> None:
-    theirs = webhook_endpoint_create(org=cast.globex, url="http://127.0.0.1:9/x", event_types=["policy.deployed"])
+    theirs = webhook_endpoint_create(
+        org=cast.globex, url="http://127.0.0.1:9/x", event_types=["policy.deployed"]
+    )
     client = member("owner")
     assert theirs.url not in client.get(LIST).content.decode()
     assert client.get(f"{LIST}{theirs.pk}/change/").status_code in (302, 404)
@@ -80,7 +83,8 @@ def test_rotation_and_redelivery_from_the_console(cast) -> None:
     client = member("manager")
     response = client.post(LIST, {"action": "rotate_secret", "_selected_action": [endpoint.pk]})
     endpoint.refresh_from_db()
-    assert endpoint.secret != old and endpoint.previous_secret == old
+    assert endpoint.secret != old
+    assert endpoint.previous_secret == old
     assert endpoint.secret in response.content.decode()
 
     policy_deploy(org=cast.acme, toml=rule_toml("a", "tool_call", "allow"))
@@ -90,9 +94,13 @@ def test_rotation_and_redelivery_from_the_console(cast) -> None:
     assert log.status_code == HTTPStatus.OK
     assert "policy.deployed" in log.content.decode()
     viewer = member("viewer")
-    viewer.post("/admin/events/delivery/", {"action": "redeliver", "_selected_action": [delivery.pk]})
+    viewer.post(
+        "/admin/events/delivery/", {"action": "redeliver", "_selected_action": [delivery.pk]}
+    )
     assert Delivery.objects.get().status == "failed"
-    client.post("/admin/events/delivery/", {"action": "redeliver", "_selected_action": [delivery.pk]})
+    client.post(
+        "/admin/events/delivery/", {"action": "redeliver", "_selected_action": [delivery.pk]}
+    )
     assert Delivery.objects.get().status == "pending"
 
 
@@ -105,6 +113,7 @@ def test_a_member_opts_in_to_email_for_themselves_only(cast) -> None:
     assert response.status_code == HTTPStatus.FOUND
     [subscription] = EmailSubscription.objects.all()
     assert subscription.user.username == "acme-viewer"
-    assert "approval.waiting_for_approvers" not in member("owner").get(
-        "/admin/events/emailsubscription/"
-    ).content.decode()
+    assert (
+        "approval.waiting_for_approvers"
+        not in member("owner").get("/admin/events/emailsubscription/").content.decode()
+    )

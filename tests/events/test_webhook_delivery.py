@@ -24,8 +24,8 @@ from apps.events.services import (
 from apps.policy.services import policy_deploy
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.approvals.test_approval_flows import SCOPE
-from tests.policy.test_policy_api import rule_toml
 from tests.events.conftest import Receiver, work, worker_thread
+from tests.policy.test_policy_api import rule_toml
 from tests.receipts.factories import Agent
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -114,10 +114,14 @@ def test_an_expiry_is_an_approval_decided_event(cast, receiver, alice) -> None:
 def test_a_rolled_back_change_leaves_no_event_and_no_task(cast, receiver) -> None:
     _endpoint(cast.acme, receiver, ["policy.deployed"])
 
-    with pytest.raises(RuntimeError), transaction.atomic():
-        policy_deploy(org=cast.acme, toml=POLICY)
-        assert Event.objects.count() == 1  # recorded inside the transaction...
-        raise RuntimeError("the change fails after the event was recorded")
+    def deploy_then_fail() -> None:
+        with transaction.atomic():
+            policy_deploy(org=cast.acme, toml=POLICY)
+            assert Event.objects.count() == 1  # recorded inside the transaction...
+            raise RuntimeError("the change fails after the event was recorded")
+
+    with pytest.raises(RuntimeError):
+        deploy_then_fail()
 
     assert Event.objects.count() == 0  # ...and gone with it
     assert Delivery.objects.count() == 0
@@ -180,7 +184,8 @@ def test_retries_back_off_exponentially_with_jitter_and_stop_after_the_window(
 
     settings.WEBHOOK_RETRY_BASE_SECONDS = 5
     delays = [backoff_seconds(attempt) for attempt in range(1, 12)]
-    assert 3.75 <= delays[0] < 6.25 and 15 <= delays[1] < 25
+    assert 3.75 <= delays[0] < 6.25
+    assert 15 <= delays[1] < 25
     assert all(delay <= settings.WEBHOOK_RETRY_MAX_DELAY_SECONDS * 1.25 for delay in delays)
     # the defaults retry for more than 24 hours before giving up
     assert settings.WEBHOOK_RETRY_WINDOW_SECONDS > 24 * 3600
@@ -283,7 +288,8 @@ def test_two_workers_share_the_queue_and_deliver_each_event_once(cast, receiver)
         thread.join(timeout=10)
 
     ids = [item.webhook_id for item in received]
-    assert len(ids) == 30 and len(set(ids)) == 30
+    assert len(ids) == 30
+    assert len(set(ids)) == 30
     assert receiver.wait_for(31, timeout=0.5) == received  # nothing twice
     assert set(Delivery.objects.values_list("status", "attempts")) == {("succeeded", 1)}
     ran_by = {tuple(ids) for ids in DBTaskResult.objects.values_list("worker_ids", flat=True)}
