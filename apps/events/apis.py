@@ -93,6 +93,16 @@ def delivery_body(delivery: Delivery) -> dict[str, Any]:
     }
 
 
+def no_members(request: Request) -> None:
+    """A route that takes nothing: no body, or an empty JSON object (read strictly)."""
+    if not request.body:
+        return
+    data = request.data
+    if isinstance(data, dict) and len(data) == 0:
+        return
+    raise InvalidInput("this route takes no body: send nothing or {}")
+
+
 class _ReadsFor(DashboardApi):
     """GET (and HEAD) need ``read_role``; every other method ``write_role``."""
 
@@ -195,9 +205,9 @@ class WebhookEndpointDetailApi(_ReadsFor):
         return Response(endpoint_body(webhook_endpoint_get(org=org, endpoint_id=endpoint_id)))
 
     def patch(self, request: Request, endpoint_id: str) -> Response:
-        endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
         return Response(
             endpoint_body(webhook_endpoint_update(endpoint=endpoint, **data.validated_data))
         )
@@ -222,6 +232,7 @@ class WebhookEndpointDetailApi(_ReadsFor):
 )
 class WebhookEndpointRotateSecretApi(_ReadsFor):
     def post(self, request: Request, endpoint_id: str) -> Response:
+        no_members(request)
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
         return Response(
             endpoint_body(webhook_endpoint_rotate_secret(endpoint=endpoint), secret=True)
@@ -256,6 +267,7 @@ class WebhookDeliveryListApi(_ReadsFor):
 )
 class WebhookRedeliverApi(_ReadsFor):
     def post(self, request: Request, endpoint_id: str, delivery_id: int) -> Response:
+        no_members(request)
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
         delivery = endpoint_delivery(endpoint=endpoint, delivery_id=delivery_id)
         if delivery is None:
