@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django_tasks import task
@@ -28,11 +28,19 @@ from apps.tenancy.models import Membership, Role
 logger = logging.getLogger(__name__)
 
 
+# Workers LISTEN on this channel (PostgreSQL): a task due now wakes them at its commit
+# instead of at their next poll. NOTIFY is transactional: a rolled-back enqueue wakes nobody.
+WAKE_CHANNEL = "countersign_tasks"
+
+
 def enqueue(work: Task[Any, Any], *args: Any, run_after: datetime | None = None) -> None:
     """Enqueue ``work(*args)`` as part of the current transaction (see the module doc)."""
     chosen = work if run_after is None else work.using(run_after=run_after)
     if isinstance(chosen.get_backend(), DatabaseBackend):
         chosen.enqueue(*args)
+        if run_after is None and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(f"NOTIFY {WAKE_CHANNEL}")
     else:
         transaction.on_commit(lambda: chosen.enqueue(*args))
 

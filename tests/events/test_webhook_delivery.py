@@ -318,3 +318,55 @@ def test_a_delivery_claimed_by_a_dead_worker_is_picked_up_by_the_sweep(cast, rec
     assert sweep_deliveries.call() == 1
     work(_deliveries_settled)
     assert len(receiver.wait_for(1)) == 1
+
+
+def test_two_worker_processes_share_the_queue_and_deliver_each_event_once(cast, receiver) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from django.db import connection
+
+    _endpoint(cast.acme, receiver, ["policy.deployed"])
+    receiver.plan = [("hang", 0.15)] * 40  # slow enough that both workers get a share
+    root = Path(__file__).resolve().parents[2]
+    settings_dict = connection.settings_dict
+    url = (
+        f"postgres://{settings_dict['USER']}@{settings_dict['HOST']}:{settings_dict['PORT']}"
+        f"/{settings_dict['NAME']}"
+    )
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test",
+           "WEBHOOK_ALLOW_PRIVATE_DESTINATIONS": "true"}  # fmt: skip
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "run_worker", "--no-periodic", f"--worker-id=p{n}"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(2)
+    ]
+    try:
+        for version in range(40):
+            policy_deploy(org=cast.acme, toml=POLICY + f"# version {version}\n")
+        received = receiver.wait_for(40, timeout=60)
+        deadline = time.monotonic() + 30
+        while not _deliveries_settled() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        for process in workers:
+            process.terminate()
+        errors = [process.communicate(timeout=30)[1] for process in workers]
+
+    assert [process.returncode for process in workers] == [0, 0], errors
+    ids = [item.webhook_id for item in received]
+    assert len(ids) == 40
+    assert len(set(ids)) == 40
+    assert receiver.unverified == []
+    assert set(Delivery.objects.values_list("status", "attempts")) == {("succeeded", 1)}
+    ran_by = [ids[0] for ids in DBTaskResult.objects.values_list("worker_ids", flat=True)]
+    assert len(ran_by) == 40
+    assert set(ran_by) == {"p0", "p1"}
