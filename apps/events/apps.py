@@ -7,8 +7,11 @@ class EventsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
+        from django.core.checks import register
 
         from apps.common import outbound
+        from apps.events import checks
         from apps.events.services import event_record
 
         outbound.register_sink(event_record if settings.EVENTS_ENABLED else None)
+        register(checks.private_destinations_allowed, "mirror", deploy=True)

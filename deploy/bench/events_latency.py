@@ -99,9 +99,26 @@ from apps.events.services import webhook_endpoint_create
 from apps.events.models import EventType
 from apps.tenancy.services import api_key_issue, org_create
 org = org_create(slug="bench-events", plan="custom")
-print(api_key_issue(org=org, scopes=["receipts:write"]).secret)
 endpoint = webhook_endpoint_create(org=org, url={url!r}, event_types=EventType.values)
 print(endpoint.secret)
+pushing = org_create(slug="bench-push", plan="custom")
+print(api_key_issue(org=pushing, scopes=["receipts:write"]).secret)
+webhook_endpoint_create(org=pushing, url={sink!r}, event_types=EventType.values)
+"""
+
+# The push runs' webhooks go to a process of their own (answers 200, reads the body), so
+# the load generator's threads do not share an interpreter with a receiver.
+SINK = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(server.server_address[1], flush=True)
+server.serve_forever()
 """
 
 
@@ -119,14 +136,20 @@ def refused_requests(key: str, count: int) -> list[bytes]:
     return out
 
 
+# off: EVENTS_ENABLED=false; queued: on, no worker running (what the request itself pays);
+# on: on, with one run_worker delivering on the same machine.
+MODES = ("off", "queued", "on")
+
+
 def push_speed(args: argparse.Namespace, env: dict[str, str], key: str) -> None:
+    modes = "/".join(MODES)
     print(f"push speed: gunicorn workers={args.workers}, {args.clients} clients, "
-          f"{args.seconds:.0f} s per run, alternating off/on, {args.rounds} rounds")  # fmt: skip
+          f"{args.seconds:.0f} s per run, alternating {modes}, {args.rounds} rounds")  # fmt: skip
     results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-    per_run = int(args.seconds * 3000)
+    per_run = int(args.seconds * args.max_rate)
     for _ in range(args.rounds):
-        for mode in ("off", "on"):
-            run_env = {**env, "EVENTS_ENABLED": "true" if mode == "on" else "false"}
+        for mode in MODES:
+            run_env = {**env, "EVENTS_ENABLED": "false" if mode == "off" else "true"}
             server = subprocess.Popen(
                 [PY, "-m", "gunicorn", "config.wsgi:application", "-c", "deploy/gunicorn.conf.py"],
                 cwd=ROOT, env=run_env,
@@ -135,7 +158,7 @@ def push_speed(args: argparse.Namespace, env: dict[str, str], key: str) -> None:
                 subprocess.Popen([PY, "manage.py", "run_worker"], cwd=ROOT, env=run_env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 if mode == "on"
-                else None
+                else None  # "queued": events recorded, nobody delivering (the request's share)
             )  # fmt: skip
             try:
                 wait_ready(args.port)
@@ -157,15 +180,15 @@ def push_speed(args: argparse.Namespace, env: dict[str, str], key: str) -> None:
                         process.send_signal(signal.SIGTERM)
                         process.wait(timeout=60)
     print(
-        f"{'receipts':<9} {'events':<7} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7}  (round medians)"
+        f"{'receipts':<9} {'events':<8} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7}  (round medians)"
     )
     for label in ("valid", "refused"):
-        for mode in ("off", "on"):
+        for mode in MODES:
             rows = results[(label, mode)]
             rate = statistics.median(r[0] for r in rows)
             p50 = statistics.median(r[1] for r in rows)
             p99 = statistics.median(r[2] for r in rows)
-            print(f"{label:<9} {mode:<7} {rate:>8.0f} {p50:>7.1f} {p99:>7.1f}")
+            print(f"{label:<9} {mode:<8} {rate:>8.0f} {p50:>7.1f} {p99:>7.1f}")
 
 
 def vote_latency(args: argparse.Namespace, env: dict[str, str], receiver: Receiver) -> None:
@@ -228,6 +251,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--max-rate", type=int, default=1500, help="receipts prepared per second of a run"
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--port", type=int, default=8812)
     parser.add_argument("--worker-args", default="", help="extra run_worker arguments")
@@ -243,9 +269,15 @@ def main() -> None:
     manage(env, "migrate", "--noinput")
     receiver = Receiver()
     url = receiver.serve()
-    key, receiver.secret = manage(env, "shell", "--no-imports", "-c", SETUP.format(url=url)).split()
-    if not args.skip_push:
-        push_speed(args, env, key)
+    sink = subprocess.Popen([PY, "-c", SINK], stdout=subprocess.PIPE, text=True)
+    try:
+        sink_url = f"http://127.0.0.1:{sink.stdout.readline().strip()}/hooks"  # type: ignore[union-attr]
+        setup = SETUP.format(url=url, sink=sink_url)
+        receiver.secret, key = manage(env, "shell", "--no-imports", "-c", setup).split()
+        if not args.skip_push:
+            push_speed(args, env, key)
+    finally:
+        sink.terminate()
     vote_latency(args, env, receiver)
     print(json.dumps({"receiver_requests": receiver.count}))
 

@@ -150,3 +150,12 @@ def test_the_answer_is_read_up_to_the_cap(receiver, settings) -> None:
         server.server_close()
     assert result.status == 200
     assert len(result.body) == 1024
+
+
+def test_the_deploy_check_warns_when_private_destinations_are_allowed(settings) -> None:
+    from apps.events.checks import private_destinations_allowed
+
+    settings.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = True
+    assert [message.id for message in private_destinations_allowed()] == ["mirror.W020"]
+    settings.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = False
+    assert private_destinations_allowed() == []
