@@ -72,45 +72,64 @@ def _forget_on_commit(org_id: int) -> None:
 
 
 def event_record(org_id: int, event_type: str, payload: PayloadFactory) -> Event | None:
-    """Record ``event_type`` with a delivery per subscribed enabled endpoint and enqueue
-    the work, all in the caller's transaction; nothing when nobody subscribes."""
+    """Record ``event_type`` and enqueue its fan-out, in the caller's transaction; nothing
+    when nobody subscribes. Two inserts: the deliveries are made by the fan-out task
+    (apps.events.tasks.fan_out_event), so the change's own request pays no more."""
     if event_type not in subscribed_types(org_id):
         return None
     from apps.events import tasks
 
-    now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         event = Event.objects.create(
             org_id=org_id,
             event_id=EVENT_ID_PREFIX + secrets.token_urlsafe(18),
             type=event_type,
             payload=payload(),
-            created_at=now,
+            created_at=timezone.now(),
         )
-        endpoints = [
-            endpoint
-            for endpoint in WebhookEndpoint.objects.filter(org_id=org_id, enabled=True)
-            if event_type in endpoint.event_types
-        ]
+        tasks.enqueue(tasks.fan_out_event, event.pk)
+    return event
+
+
+def event_fan_out(*, event: Event) -> list[Delivery]:
+    """The event's deliveries, one per enabled endpoint that wants its type (made once:
+    a second run finds them), each enqueued; and its emails, when members opted in."""
+    from apps.events import tasks
+
+    endpoints = [
+        endpoint
+        for endpoint in WebhookEndpoint.objects.filter(org_id=event.org_id, enabled=True)
+        if event.type in endpoint.event_types
+    ]
+    with transaction.atomic():
+        done = set(Delivery.objects.filter(event=event).values_list("endpoint_id", flat=True))
+        now = timezone.now()
         deliveries = Delivery.objects.bulk_create(
             [
                 Delivery(
-                    org_id=org_id,
+                    org_id=event.org_id,
                     endpoint=endpoint,
                     event=event,
                     next_attempt_at=now,
-                    created_at=now,
+                    created_at=event.created_at,
                 )
                 for endpoint in endpoints
+                if endpoint.pk not in done
             ]
         )
         for delivery in deliveries:
             tasks.enqueue(tasks.deliver_webhook, delivery.pk)
-        if event_type in EMAIL_EVENT_TYPES and (
-            EmailSubscription.objects.filter(org_id=org_id, event_type=event_type).exists()
+        if (
+            not done
+            and event.type in EMAIL_EVENT_TYPES
+            and (
+                EmailSubscription.objects.filter(
+                    org_id=event.org_id, event_type=event.type
+                ).exists()
+            )
         ):
             tasks.enqueue(tasks.send_event_emails, event.pk)
-    return event
+    return deliveries
 
 
 # --- endpoints ---------------------------------------------------------------------------

@@ -152,3 +152,13 @@ def worker_thread(stop: threading.Event, worker_id: str) -> threading.Thread:
     thread = threading.Thread(target=run, name=worker_id, daemon=True)
     thread.start()
     return thread
+
+
+def fan_out() -> None:
+    """Make every recorded event's deliveries now (the fan-out task's function, without a
+    worker: for tests that look at deliveries rather than send them)."""
+    from apps.events.models import Event
+    from apps.events.services import event_fan_out
+
+    for event in Event.objects.order_by("id"):
+        event_fan_out(event=event)

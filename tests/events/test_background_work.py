@@ -157,3 +157,36 @@ def test_readyz_and_metrics_show_the_queue_age(db, api_client, settings) -> None
     text = api_client.get("/metrics").content.decode()
     assert "mirror_task_queue_ready 1" in text
     assert "mirror_task_queue_oldest_ready_seconds 9" in text
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_enqueue_wakes_listening_workers_and_a_rolled_back_one_does_not() -> None:
+    from django.db import connections, transaction
+
+    from apps.events import tasks
+
+    listener = connections.create_connection("default")
+    listener.ensure_connection()
+    listener.connection.autocommit = True
+    listener.connection.execute(f"LISTEN {tasks.WAKE_CHANNEL}")
+
+    def woken() -> int:
+        return len(list(listener.connection.notifies(timeout=0.5, stop_after=1)))
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            tasks.enqueue(tasks.sweep_deliveries)
+            raise RuntimeError("rolled back")
+
+    try:
+        with pytest.raises(RuntimeError):
+            enqueue_then_fail()
+        assert woken() == 0
+        deferred = timezone.now() + timedelta(hours=1)
+        tasks.enqueue(tasks.sweep_deliveries, run_after=deferred)
+        assert woken() == 0  # a deferred task wakes nobody: it is not due
+        tasks.enqueue(tasks.sweep_deliveries)
+        assert woken() == 1
+    finally:
+        listener.close()

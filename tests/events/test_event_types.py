@@ -17,6 +17,7 @@ from apps.tenancy.models import DEFAULT_SCOPES
 from apps.tenancy.services import api_key_issue, api_key_revoke, api_key_rotate
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.approvals.test_approval_flows import SCOPE
+from tests.events.conftest import fan_out
 from tests.receipts.factories import Agent, as_text
 
 ALL = list(EventType.values)
@@ -54,6 +55,7 @@ def test_a_quorum_records_a_vote_event_per_vote_and_one_decision(cast, subscribe
         for event in EventRow.objects.filter(type="approval.vote_recorded").order_by("id")
     ]
     assert counts == [1, 2]
+    fan_out()
     assert Delivery.objects.count() == 5
 
 

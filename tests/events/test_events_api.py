@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from apps.events.models import Delivery, EmailSubscription, WebhookEndpoint
 from apps.events.services import webhook_endpoint_create
 from apps.policy.services import policy_deploy
+from tests.events.conftest import fan_out
 from tests.policy.test_policy_api import rule_toml
 
 HOOK = {"url": "http://127.0.0.1:9/hook", "event_types": ["policy.deployed"]}
@@ -123,6 +124,7 @@ def test_rotation_shows_the_new_secret_once_and_both_sign(cast, dashboard, acme_
 
 def test_the_delivery_log_and_redeliver(cast, dashboard, acme_endpoint) -> None:
     policy_deploy(org=cast.acme, toml=rule_toml("a", "tool_call", "allow"))
+    fan_out()
     delivery = Delivery.objects.get()
     Delivery.objects.filter(pk=delivery.pk).update(
         status="failed", attempts=3, last_status_code=500

@@ -11,6 +11,7 @@ from django.test import Client
 from apps.events.models import Delivery, EmailSubscription, WebhookEndpoint
 from apps.events.services import webhook_endpoint_create
 from apps.policy.services import policy_deploy
+from tests.events.conftest import fan_out
 from tests.policy.test_policy_api import rule_toml
 
 ADD = "/admin/events/webhookendpoint/add/"
@@ -88,6 +89,7 @@ def test_rotation_and_redelivery_from_the_console(cast) -> None:
     assert endpoint.secret in response.content.decode()
 
     policy_deploy(org=cast.acme, toml=rule_toml("a", "tool_call", "allow"))
+    fan_out()
     delivery = Delivery.objects.get()
     Delivery.objects.filter(pk=delivery.pk).update(status="failed")
     log = client.get(f"/admin/events/delivery/?endpoint__id__exact={endpoint.pk}")
