@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -21,7 +23,10 @@ def refusal_record(*, org: Org, kind: str, action_hash: str = "") -> None:
     Emits ``receipt.refused`` (the verdict kind and, where the receipt decoded that far,
     its action hash: nothing else of the receipt) with the count."""
     now = timezone.now()
-    with transaction.atomic(), connection.cursor() as cursor:
+    # One statement needs no transaction of its own; with an event to record, the count
+    # and the event commit together.
+    together = transaction.atomic() if outbound.wanted(org.pk, "receipt.refused") else nullcontext()
+    with together, connection.cursor() as cursor:
         cursor.execute(_UPSERT, [org.pk, now.date(), kind[:64]])
         outbound.emit(
             org_id=org.pk,

@@ -19,15 +19,26 @@ PayloadFactory = Callable[[], dict[str, Any]]
 Sink = Callable[[int, str, PayloadFactory], object]
 
 _sink: Sink | None = None
+_wanted: Callable[[int, str], bool] | None = None
 
 # Fractions of the monthly cap at which ``quota.threshold`` fires, once each per month.
 QUOTA_THRESHOLDS = (80, 100)
 
 
-def register_sink(sink: Sink | None) -> None:
-    """Install the sink (``apps.events`` at ready time; ``None`` switches events off)."""
-    global _sink
+def register_sink(sink: Sink | None, wanted: Callable[[int, str], bool] | None = None) -> None:
+    """Install the sink (``apps.events`` at ready time; ``None`` switches events off) and
+    the cheap question it answers first (does anyone subscribe to this type here?)."""
+    global _sink, _wanted
     _sink = sink
+    _wanted = wanted if sink is not None else None
+
+
+def wanted(org_id: int, event_type: str) -> bool:
+    """Would ``emit`` record this event? For a caller that opens a transaction only then
+    (a single-statement change needs none otherwise)."""
+    if _sink is None:
+        return False
+    return True if _wanted is None else _wanted(org_id, event_type)
 
 
 def emit(*, org_id: int, event_type: str, payload: PayloadFactory) -> None:

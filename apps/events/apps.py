@@ -11,7 +11,7 @@ class EventsConfig(AppConfig):
 
         from apps.common import outbound
         from apps.events import checks
-        from apps.events.services import event_record
+        from apps.events.services import event_record, is_subscribed
 
-        outbound.register_sink(event_record if settings.EVENTS_ENABLED else None)
+        outbound.register_sink(event_record if settings.EVENTS_ENABLED else None, is_subscribed)
         register(checks.private_destinations_allowed, "mirror", deploy=True)

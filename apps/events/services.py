@@ -58,6 +58,10 @@ def subscribed_types(org_id: int) -> frozenset[str]:
     return found
 
 
+def is_subscribed(org_id: int, event_type: str) -> bool:
+    return event_type in subscribed_types(org_id)
+
+
 def forget_subscribers(org_id: int | None = None) -> None:
     """Drop this process's view of an org's subscriptions (every org's with ``None``)."""
     if org_id is None:
