@@ -131,7 +131,9 @@ def delivery_attempt(delivery_id: int) -> str:
     now = timezone.now()
     if not _claim(delivery_id, now):
         return "not due"
-    delivery = Delivery.objects.select_related("endpoint", "event").get(pk=delivery_id)
+    delivery = Delivery.objects.select_related("endpoint", "event").filter(pk=delivery_id).first()
+    if delivery is None:
+        return "gone"  # its endpoint was deleted meanwhile
     endpoint = delivery.endpoint
     if not endpoint.enabled:
         Delivery.objects.filter(pk=delivery_id).update(
