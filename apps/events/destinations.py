@@ -53,10 +53,14 @@ class PostResult:
 
 
 def _parsed(url: str) -> tuple[str, str, int, str]:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError:
+        raise DestinationRefused("url: not a valid URL") from None
     if parts.scheme not in ("http", "https"):
         raise DestinationRefused("url: must be http:// or https://")
-    if not parts.hostname:
+    if not hostname:
         raise DestinationRefused("url: names no host")
     if parts.username or parts.password:
         raise DestinationRefused("url: must not carry credentials")
@@ -67,7 +71,7 @@ def _parsed(url: str) -> tuple[str, str, int, str]:
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
-    return parts.scheme, parts.hostname, port, path
+    return parts.scheme, hostname, port, path
 
 
 def is_public(address: str) -> bool:

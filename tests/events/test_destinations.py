@@ -159,3 +159,11 @@ def test_the_deploy_check_warns_when_private_destinations_are_allowed(settings) 
     assert [message.id for message in private_destinations_allowed()] == ["mirror.W020"]
     settings.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = False
     assert private_destinations_allowed() == []
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1/x", "http://exa mple.com/", "http://\u2603\u2603\u2603.invalid./"]
+)
+def test_urls_that_do_not_parse_or_resolve_are_refused_not_500(url) -> None:
+    with pytest.raises(DestinationRefused):
+        check_url(url)
