@@ -227,7 +227,7 @@ class WebhookEndpointDetailApi(_ReadsFor):
         tags=["webhooks"],
         parameters=[_ENDPOINT_ID],
         request=_EMPTY_BODY,
-        responses={200: ok("WebhookEndpointWithSecret"), **keyscoped_errors(403, 404)},
+        responses={200: ok("WebhookEndpointWithSecret"), **keyscoped_errors(403, 404, 422)},
     )
 )
 class WebhookEndpointRotateSecretApi(_ReadsFor):
@@ -262,7 +262,7 @@ class WebhookDeliveryListApi(_ReadsFor):
         tags=["webhooks"],
         parameters=[_ENDPOINT_ID],
         request=_EMPTY_BODY,
-        responses={202: ok("WebhookDelivery"), **keyscoped_errors(403, 404)},
+        responses={202: ok("WebhookDelivery"), **keyscoped_errors(403, 404, 422)},
     )
 )
 class WebhookRedeliverApi(_ReadsFor):
