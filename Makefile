@@ -20,7 +20,11 @@ run: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrap_demo --bind $(HOST)
 	@echo
-	@echo "Countersign is starting on http://$(HOST)/ (Ctrl-C stops it)."
+	@echo "Countersign is starting on http://$(HOST)/ with one background worker beside it"
+	@echo "(webhooks, emails, approval expiry, exports). Ctrl-C stops both."
+	@export PUBLIC_BASE_URL=http://$(HOST); \
+	$(PY) manage.py run_worker & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null; wait $$worker 2>/dev/null' EXIT INT TERM; \
 	$(PY) manage.py runserver $(HOST)
 
 lint: $(VENV)/.installed

@@ -31,9 +31,9 @@ FLOORS = {
     "transparency": 3,
     "audit": 4,
     "analytics": 4,
-    "events": 4,
-    "api": 5,
-    "console": 5,
+    "events": 5,
+    "api": 6,
+    "console": 6,
 }
 PURE_PACKAGES = (
     "apps.receipts.verifier",

@@ -7,6 +7,7 @@ migrations) so a load balancer or orchestrator sends traffic only to ready insta
 
 from __future__ import annotations
 
+import logging
 from http import HTTPStatus
 
 from django.conf import settings
@@ -17,8 +18,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.openapi import ok, ref
-from apps.common.readiness import readiness
+from apps.common.readiness import readiness, task_queue
 from apps.common.responses import logged_already
+
+logger = logging.getLogger(__name__)
 
 
 @extend_schema_view(
@@ -59,7 +62,12 @@ class ReadyzApi(APIView):
     def get(self, request: Request) -> Response:
         result = readiness()
         if result.ready:
-            return Response({"status": "ready", "checks": result.checks})
+            body: dict[str, object] = {"status": "ready", "checks": result.checks}
+            try:
+                body["task_queue"] = task_queue()
+            except Exception:  # reported only; the probe answers whatever happens here
+                logger.warning("readiness: the task queue could not be read", exc_info=True)
+            return Response(body)
         # Each failing check was logged at WARNING with its cause.
         return logged_already(
             Response(

@@ -159,4 +159,27 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             code="forbidden",
             message="metrics are not served to this address",
         )
-    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(
+        generate_latest(_registry()) + _task_queue_lines(), content_type=CONTENT_TYPE_LATEST
+    )
+
+
+def _task_queue_lines() -> bytes:
+    """The background queue's state, read from the database at scrape time (the same
+    value whichever process answers, so not a per-process metric)."""
+    from apps.common.readiness import task_queue
+
+    try:
+        state = task_queue()
+    except Exception:  # the scrape still answers; the gauges are just absent
+        return b""
+    oldest = state["oldest_ready_seconds"]
+    return (
+        "# HELP mirror_task_queue_ready Background tasks due now.\n"
+        "# TYPE mirror_task_queue_ready gauge\n"
+        f"mirror_task_queue_ready {state['ready']}\n"
+        "# HELP mirror_task_queue_oldest_ready_seconds How long the longest-waiting due task "
+        "has waited (0: none due).\n"
+        "# TYPE mirror_task_queue_oldest_ready_seconds gauge\n"
+        f"mirror_task_queue_oldest_ready_seconds {oldest or 0:.3f}\n"
+    ).encode()

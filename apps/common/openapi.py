@@ -24,6 +24,7 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
+from apps.common.openapi_events import EVENT_COMPONENTS
 from apps.common.vocabulary import TRUST_LEVELS
 
 Schema = dict[str, Any]
@@ -127,6 +128,18 @@ COMPONENTS: dict[str, Schema] = {
                 },
             },
             "failed": {"type": "array", "items": _STRING, "description": "503 only"},
+            "task_queue": _object(
+                {
+                    "ready": {"type": "integer", "description": "Background tasks due now."},
+                    "oldest_ready_seconds": {
+                        "type": "number",
+                        "nullable": True,
+                        "description": "How long the longest-waiting due task has waited.",
+                    },
+                },
+                required=["ready", "oldest_ready_seconds"],
+                description="200 only: the background queue (reported, never a failure).",
+            ),
         },
         required=["status", "checks"],
     ),
@@ -677,6 +690,8 @@ COMPONENTS: dict[str, Schema] = {
 }
 
 
+COMPONENTS.update(EVENT_COMPONENTS)
+
 # --- Responses -----------------------------------------------------------------------
 
 
@@ -960,6 +975,8 @@ def finish_profile_document(
     components["schemas"] = {
         **components.get("schemas", {}),
         **_referenced_components(paths),
+        # Webhook bodies are sent, not served: every profile documents them.
+        **_referenced_components({"webhooks": ref("WebhookEvent")}),
     }
     result["paths"] = dict(sorted(paths.items()))
     return result

@@ -80,6 +80,29 @@ def _run(name: str, check: Callable[[], str]) -> str:
         return FAILED
 
 
+def task_queue() -> dict[str, float | int | None]:
+    """The background queue (django-tasks' database backend): how many tasks are due now
+    and how long the longest-waiting one has been due, in seconds (``None``: none due).
+    Reported, never failed on: a web process stays ready while workers catch up."""
+    from django.db.models import Case, Count, DateTimeField, F, Min, When
+    from django.utils import timezone
+    from django_tasks_db.models import DBTaskResult, get_date_max
+
+    due = DBTaskResult.objects.ready().aggregate(
+        count=Count("id"),
+        since=Min(
+            Case(
+                When(run_after=get_date_max(), then=F("enqueued_at")),
+                default=F("run_after"),
+                output_field=DateTimeField(),
+            )
+        ),
+    )
+    since = due["since"]
+    age = max(0.0, (timezone.now() - since).total_seconds()) if since else None
+    return {"ready": int(due["count"]), "oldest_ready_seconds": age}
+
+
 def readiness() -> Readiness:
     checks = {"database": _run("database", _database), "cache": _run("cache", _cache)}
     # Without a database the migration plan cannot be read.

@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from apps.common import outbound
 from apps.policy.errors import PolicyFloorBypass, PolicyParseRejected, PolicyPinMismatch
 from apps.policy.models import DeployChannel, PolicyDeployment, PolicyHead, PolicyVersion
 from apps.policy.rules import Policy, load_policy, policy_hash, policy_id_for_hash
@@ -82,4 +83,17 @@ def policy_deploy(
             detail={"policy_id": version.policy_id, "policy_hash": new_hash,
                     "previous_policy_hash": active_hash},
         )  # fmt: skip
+        outbound.emit(
+            org_id=org.pk,
+            event_type="policy.deployed",
+            payload=lambda: {
+                "policy_id": version.policy_id,
+                "policy_hash": version.policy_hash,
+                "previous_policy_hash": active_hash,
+                "rule_count": version.rule_count,
+                "channel": actor.via,
+                "deployed_by": actor.name or None,
+                "deployed_at": now.isoformat().replace("+00:00", "Z"),
+            },
+        )
     return version

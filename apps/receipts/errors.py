@@ -21,10 +21,12 @@ class ReceiptRejected(DomainError):
     )
     teampath_routes = "`POST /v1/receipts`"
 
-    def __init__(self, kind: str, detail: str | None) -> None:
+    def __init__(self, kind: str, detail: str | None, *, action_hash: str = "") -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
         self.detail = detail
+        # The action hash the receipt names (for the receipt.refused event), where known.
+        self.action_hash = action_hash
 
     def body_extras(self) -> dict[str, object]:
         return {"kind": self.kind}

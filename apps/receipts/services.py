@@ -10,6 +10,7 @@ receipt pushed concurrently twice is stored once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.common import metrics
+from apps.common import metrics, outbound
 from apps.common.errors import DomainError
 from apps.receipts.append_sql import (
     AppendStatements,
@@ -327,6 +328,7 @@ def _count_against_quota(org: Org, head: LockedHead, now: datetime) -> tuple[str
     cap = org.effective_monthly_receipt_cap
     if count >= cap:
         raise QuotaExceeded(f"monthly mirror soft-cap of {cap} receipts reached for {month}")
+    outbound.quota_counted(org_id=org.pk, month=month, count=count + 1, cap=cap)
     return month, count + 1
 
 
@@ -405,9 +407,23 @@ _COUNT_REFUSAL = (
 )
 
 
-def refusal_record(*, org: Org, kind: str) -> None:
+def refusal_record(*, org: Org, kind: str, action_hash: str = "") -> None:
     """Count one refused receipt of verdict ``kind`` for today (UTC); exact under
-    concurrency (one upsert)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_COUNT_REFUSAL, [org.pk, timezone.now().date(), kind[:64]])
+    concurrency (one upsert). Emits ``receipt.refused`` (the verdict kind and, where the
+    receipt decoded that far, its action hash: nothing else of the receipt)."""
+    now = timezone.now()
+    # One statement needs no transaction of its own; with an event to record, the count
+    # and the event commit together.
+    together = transaction.atomic() if outbound.wanted(org.pk, "receipt.refused") else nullcontext()
+    with together, connection.cursor() as cursor:
+        cursor.execute(_COUNT_REFUSAL, [org.pk, now.date(), kind[:64]])
+        outbound.emit(
+            org_id=org.pk,
+            event_type="receipt.refused",
+            payload=lambda: {
+                "kind": kind[:64],
+                "action_hash": action_hash or None,
+                "refused_at": now.isoformat().replace("+00:00", "Z"),
+            },
+        )
     metrics.receipts_refused(kind)

@@ -22,6 +22,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.common import outbound
 from apps.common.errors import DomainError, Forbidden, InvalidInput, NotFound
 from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
 from apps.tenancy.console_tokens import console_sessions_end
@@ -86,6 +87,24 @@ def org_create(
     return org
 
 
+def _api_key_event(event_type: str, api_key: ApiKey) -> None:
+    outbound.emit(
+        org_id=api_key.org_id,
+        event_type=event_type,
+        payload=lambda: {
+            "prefix": api_key.prefix,
+            "label": api_key.label,
+            "scopes": list(api_key.scopes),
+            "created_at": api_key.created_at.isoformat().replace("+00:00", "Z"),
+            "revoked_at": (
+                api_key.revoked_at.isoformat().replace("+00:00", "Z")
+                if api_key.revoked_at
+                else None
+            ),
+        },
+    )
+
+
 def _key_detail(api_key: ApiKey) -> dict[str, Any]:
     return {"prefix": api_key.prefix, "label": api_key.label, "scopes": list(api_key.scopes)}
 
@@ -107,6 +126,7 @@ def api_key_issue(
             org=org, kind=AuditKind.API_KEY_ISSUED, actor=actor,
             summary=f"API key {prefix} issued", detail=_key_detail(api_key),
         )  # fmt: skip
+        _api_key_event("api_key.created", api_key)
     return IssuedKey(api_key=api_key, secret=secret)
 
 
@@ -126,6 +146,7 @@ def api_key_rotate(*, prefix: str, actor: Actor = OPERATOR) -> IssuedKey:
             summary=f"API key {prefix} rotated: revoked, replaced by {issued.api_key.prefix}",
             detail={**_key_detail(old), "replaced_by": issued.api_key.prefix},
         )  # fmt: skip
+        _api_key_event("api_key.revoked", old)
     return issued
 
 
@@ -141,6 +162,7 @@ def api_key_revoke(*, prefix: str, actor: Actor = OPERATOR) -> ApiKey:
                 org=api_key.org_id, kind=AuditKind.API_KEY_REVOKED, actor=actor,
                 summary=f"API key {prefix} revoked", detail=_key_detail(api_key),
             )  # fmt: skip
+            _api_key_event("api_key.revoked", api_key)
     return api_key
 
 

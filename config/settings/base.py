@@ -60,8 +60,12 @@ INSTALLED_APPS = [
     "apps.approvals",
     "apps.audit",
     "apps.analytics",
+    "apps.events",
     "apps.console",
     "apps.api",
+    # The task engine (Django's tasks framework, backported) and its database queue.
+    "django_tasks",
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
@@ -337,6 +341,54 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
 }
 
+# Background work: Django's tasks framework (django-tasks) on its database backend. The
+# queue is a table of the same database, so work a change enqueues commits or rolls back
+# with the change; workers (`manage.py run_worker`) on any number of machines share it
+# (SELECT ... FOR UPDATE SKIP LOCKED on PostgreSQL).
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# Seconds between the periodic runs the worker's scheduler enqueues (apps.events.periodic).
+APPROVAL_SWEEP_SECONDS = env_int("APPROVAL_SWEEP_SECONDS", 60, minimum=1)
+DELIVERY_SWEEP_SECONDS = env_int("DELIVERY_SWEEP_SECONDS", 60, minimum=1)
+# Finished task rows older than this are deleted by the daily prune (0: kept).
+TASK_RESULT_RETENTION_DAYS = env_int("TASK_RESULT_RETENTION_DAYS", 7)
+
+# Outbound events (apps.events). Off: no event is recorded (load tests of the bare path).
+EVENTS_ENABLED = env_bool("EVENTS_ENABLED", True)
+# How long a process trusts its view of which event types an org subscribes to (an org
+# with no endpoint and no email subscriber then costs nothing per change).
+EVENTS_SUBSCRIBER_CACHE_SECONDS = env_int("EVENTS_SUBSCRIBER_CACHE_SECONDS", 5)
+# The console's public address, for links in events and emails (the approval's signing page).
+PUBLIC_BASE_URL = (env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
+# Webhook delivery: per connect/read timeout, the most response bytes read, retries with
+# exponential backoff (base * 4^(n-1), capped, with jitter) until the retry window is over,
+# and the run of failed attempts after which an endpoint is disabled.
+WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+WEBHOOK_MAX_RESPONSE_BYTES = env_int("WEBHOOK_MAX_RESPONSE_BYTES", 65_536, minimum=0)
+WEBHOOK_RETRY_BASE_SECONDS = env_int("WEBHOOK_RETRY_BASE_SECONDS", 5, minimum=1)
+WEBHOOK_RETRY_MAX_DELAY_SECONDS = env_int("WEBHOOK_RETRY_MAX_DELAY_SECONDS", 21_600, minimum=1)
+WEBHOOK_RETRY_WINDOW_SECONDS = env_int("WEBHOOK_RETRY_WINDOW_SECONDS", 93_600, minimum=1)
+WEBHOOK_DISABLE_AFTER_FAILURES = env_int("WEBHOOK_DISABLE_AFTER_FAILURES", 15, minimum=1)
+# After a secret rotation the previous secret signs too for this long.
+WEBHOOK_SECRET_OVERLAP_SECONDS = env_int("WEBHOOK_SECRET_OVERLAP_SECONDS", 86_400)
+# Private, loopback, link-local and other non-public destinations are refused unless this
+# is on (development and tests only; production keeps it off).
+WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = env_bool("WEBHOOK_ALLOW_PRIVATE_DESTINATIONS", False)
+
+# Email (members' opt-in notifications, endpoint.disabled): the console backend prints
+# them; EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST etc. sends.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "countersign@localhost")
+
 # Local files of this checkout that are not configuration: the demo's secrets (`make run`,
 # manage.py bootstrap_demo) and the receipt its printed curl pushes. Ignored by git.
 LOCAL_DATA_DIR = Path(env_str("LOCAL_DATA_DIR", str(BASE_DIR / "local-data")))
+
+# Files the service writes (background evidence exports): Django's default storage, a
+# directory on local disk unless STORAGES says otherwise.
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(LOCAL_DATA_DIR / "media")))

@@ -4,3 +4,6 @@ from config.env import env_bool
 from config.settings.base import *
 
 DEBUG = env_bool("DEBUG", True)
+
+# A webhook receiver on this machine is the usual trial.
+WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = env_bool("WEBHOOK_ALLOW_PRIVATE_DESTINATIONS", True)

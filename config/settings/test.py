@@ -15,3 +15,9 @@ RATE_LIMITS_ENABLED = False
 # Likewise the failed-authentication limits (tests/tenancy/test_credential_limits.py switches
 # them on): the suite's own wrong keys and tokens, all from 127.0.0.1, must not add up.
 AUTH_FAILURE_LIMITS_ENABLED = False
+
+# The suite's webhook receivers listen on 127.0.0.1 (the SSRF tests switch this off), and
+# retry quickly.
+WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = True
+WEBHOOK_TIMEOUT_SECONDS = 2
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

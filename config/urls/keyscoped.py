@@ -14,6 +14,17 @@ from apps.api.keyscoped.approvals import (
 )
 from apps.api.keyscoped.audit import AuditChainApi, EvidenceExportApi
 from apps.api.keyscoped.console_tokens import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
+from apps.api.keyscoped.events import (
+    EmailSubscriptionsApi,
+    EvidenceExportDownloadApi,
+    EvidenceExportJobApi,
+    EvidenceExportRequestApi,
+    WebhookDeliveryListApi,
+    WebhookEndpointDetailApi,
+    WebhookEndpointListApi,
+    WebhookEndpointRotateSecretApi,
+    WebhookRedeliverApi,
+)
 from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.common.health import HealthzApi, ReadyzApi
@@ -53,7 +64,40 @@ urlpatterns = [
     ),
     path("v1/analytics", AnalyticsApi.as_view(), name="analytics"),
     path("v1/evidence/export", EvidenceExportApi.as_view(), name="evidence-export"),
+    path("v1/evidence/exports", EvidenceExportRequestApi.as_view(), name="evidence-exports"),
+    path(
+        "v1/evidence/exports/<str:export_id>",
+        EvidenceExportJobApi.as_view(),
+        name="evidence-export-job",
+    ),
+    path(
+        "v1/evidence/exports/<str:export_id>/download",
+        EvidenceExportDownloadApi.as_view(),
+        name="evidence-export-download",
+    ),
     path("v1/audit/chain", AuditChainApi.as_view(), name="audit-chain"),
+    path("v1/webhooks", WebhookEndpointListApi.as_view(), name="webhook-endpoints"),
+    path(
+        "v1/webhooks/<str:endpoint_id>",
+        WebhookEndpointDetailApi.as_view(),
+        name="webhook-endpoint",
+    ),
+    path(
+        "v1/webhooks/<str:endpoint_id>/rotate-secret",
+        WebhookEndpointRotateSecretApi.as_view(),
+        name="webhook-endpoint-rotate-secret",
+    ),
+    path(
+        "v1/webhooks/<str:endpoint_id>/deliveries",
+        WebhookDeliveryListApi.as_view(),
+        name="webhook-deliveries",
+    ),
+    path(
+        "v1/webhooks/<str:endpoint_id>/deliveries/<int:delivery_id>/redeliver",
+        WebhookRedeliverApi.as_view(),
+        name="webhook-redeliver",
+    ),
+    path("v1/notifications/email", EmailSubscriptionsApi.as_view(), name="email-subscriptions"),
     path("v1/console/token", ConsoleTokenObtainApi.as_view(), name="console-token"),
     path(
         "v1/console/token/refresh", ConsoleTokenRefreshApi.as_view(), name="console-token-refresh"

@@ -116,7 +116,10 @@ def test_the_profiles_do_not_mix(documents):
 
 
 # Answers that are files, not JSON: the evidence tar.
-BINARY_ANSWERS = {("/v1/evidence/export", "200"): "application/x-tar"}
+BINARY_ANSWERS = {
+    ("/v1/evidence/export", "200"): "application/x-tar",
+    ("/v1/evidence/exports/{export_id}/download", "200"): "application/x-tar",
+}
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -45,6 +45,7 @@ def test_it_is_ready_when_everything_answers(api_client):
     assert response.json() == {
         "status": "ready",
         "checks": {"database": "ok", "cache": "ok", "migrations": "ok"},
+        "task_queue": {"ready": 0, "oldest_ready_seconds": None},
     }
 
 

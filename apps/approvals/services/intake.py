@@ -69,9 +69,10 @@ def receipt_verify(receipt: JsonValue, *, org: Org, count_refusal: bool = True) 
             refusal_record(org=org, kind="Malformed")
         raise ReceiptMalformed(f"Malformed: {verdict.detail}")
     if not verdict.is_valid or verdict.receipt is None or verdict.trust_level is None:
+        named = verdict.receipt.action_hash if verdict.receipt is not None else ""
         if count_refusal:
-            refusal_record(org=org, kind=verdict.kind)
-        raise ReceiptRejected(verdict.kind, verdict.detail)
+            refusal_record(org=org, kind=verdict.kind, action_hash=named)
+        raise ReceiptRejected(verdict.kind, verdict.detail, action_hash=named)
     return BatchItem(
         receipt=verdict.receipt, trust_level=mirror_trust_level(org=org, verdict=verdict)
     )

@@ -269,13 +269,14 @@ def _record_vote(
     detail: dict[str, Any] = {"approver": claims.approver_public_key, "decision": claims.decision}
     if reason:
         detail["reason"] = reason[:2000]
-    approval_event(locked, "vote", now, leg=leg is not None, **detail)
     if claims.decision == "rejected":
         locked.status = ApprovalStatus.REJECTED
     else:
         locked.approved_count += 1
         if locked.approved_count >= locked.threshold:
             locked.status = ApprovalStatus.APPROVED
+    # After the count moved, so the vote's outbound event carries the count it made.
+    approval_event(locked, "vote", now, leg=leg is not None, **detail)
     if locked.status != ApprovalStatus.PENDING:
         locked.resolved_at = now
         approval_event(locked, "resolved", now, status=locked.status)

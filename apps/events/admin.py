@@ -1,0 +1,355 @@
+"""The console's pages for outbound events: webhook endpoints (manager+ changes; the
+secret shown once, rotation), each endpoint's delivery log with a redeliver action, a
+member's own email opt-ins, and background evidence exports (auditor+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import FileResponse, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from apps.audit.evidence import EvidenceWindow
+from apps.events.exports import evidence_export_request, export_file_response
+from apps.events.models import (
+    EMAIL_EVENT_TYPES,
+    Delivery,
+    EmailSubscription,
+    EndpointFormat,
+    EventType,
+    EvidenceExportJob,
+    ExportStatus,
+    WebhookEndpoint,
+)
+from apps.events.services import (
+    delivery_redeliver,
+    signing_secrets,
+    webhook_endpoint_create,
+    webhook_endpoint_delete,
+    webhook_endpoint_rotate_secret,
+    webhook_endpoint_update,
+)
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
+from apps.tenancy.models import Role
+
+
+class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
+    url = forms.URLField(max_length=2000, assume_scheme="https")
+    event_types = forms.MultipleChoiceField(
+        choices=EventType.choices, widget=forms.CheckboxSelectMultiple
+    )
+    format = forms.ChoiceField(choices=EndpointFormat.choices, initial=EndpointFormat.STANDARD)
+
+    class Meta:
+        model = WebhookEndpoint
+        fields: list[str] = ["org", "url", "description", "event_types", "format", "enabled"]
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
+    form = WebhookEndpointForm
+    list_display = ["endpoint_id", "org", "url", "format", "enabled", "consecutive_failures",
+                    "delivery_log", "created_at"]  # fmt: skip
+    list_filter = [OrgFilter, "enabled", "format"]
+    search_fields = ["endpoint_id", "url", "description"]
+    actions = ["rotate_secret", "enable_selected", "disable_selected"]
+
+    def get_fields(
+        self, request: HttpRequest, obj: WebhookEndpoint | None = None
+    ) -> tuple[str, ...]:
+        if obj is None:
+            return ("org", "url", "description", "event_types", "format", "enabled")
+        return ("org", "endpoint_id", "url", "description", "event_types", "format", "enabled",
+                "disabled_reason", "consecutive_failures", "rotation", "delivery_log",
+                "created_at")  # fmt: skip
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: WebhookEndpoint | None = None
+    ) -> tuple[str, ...]:
+        if obj is None:
+            return ()
+        return ("org", "endpoint_id", "disabled_reason", "consecutive_failures", "rotation",
+                "delivery_log", "created_at")  # fmt: skip
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: WebhookEndpoint | None = None
+    ) -> bool:
+        return can_write(request, self._org_id(obj), self.write_role)
+
+    @admin.display(description="Delivery log")
+    def delivery_log(self, obj: WebhookEndpoint) -> str:
+        url = reverse("admin:events_delivery_changelist") + f"?endpoint__id__exact={obj.pk}"
+        return format_html('<a href="{}">deliveries</a>', url)
+
+    @admin.display(description="Secret rotation")
+    def rotation(self, obj: WebhookEndpoint) -> str:
+        if len(signing_secrets(obj)) > 1:
+            until = obj.previous_secret_expires_at
+            return f"the previous secret signs too until {until:%Y-%m-%d %H:%M} UTC"
+        return "one secret signs"
+
+    def save_model(
+        self, request: HttpRequest, obj: WebhookEndpoint, form: Any, change: bool
+    ) -> None:
+        data = form.cleaned_data
+        if change:
+            webhook_endpoint_update(
+                endpoint=obj, url=data["url"], event_types=data["event_types"],
+                format=data["format"], description=data["description"], enabled=data["enabled"],
+            )  # fmt: skip
+            return
+        created = webhook_endpoint_create(
+            org=data["org"], url=data["url"], event_types=data["event_types"],
+            format=data["format"], description=data["description"], enabled=data["enabled"],
+        )  # fmt: skip
+        obj.pk = created.pk
+        obj.endpoint_id = created.endpoint_id
+        request._created_endpoint = created  # type: ignore[attr-defined]
+
+    def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
+        webhook_endpoint_delete(endpoint=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset:
+            if can_write(request, endpoint.org_id):
+                webhook_endpoint_delete(endpoint=endpoint)
+
+    def response_add(
+        self, request: HttpRequest, obj: WebhookEndpoint, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        created = getattr(request, "_created_endpoint", None)
+        if created is not None:
+            return self._secret_page(request, created, rotated=False)
+        return super().response_add(request, obj, post_url_continue)
+
+    def _secret_page(
+        self, request: HttpRequest, endpoint: WebhookEndpoint, *, rotated: bool
+    ) -> HttpResponse:
+        """The secret, in this response only (never in a message, a cookie or a log)."""
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Webhook secret rotated" if rotated else "Webhook endpoint added",
+            "opts": self.model._meta,
+            "endpoint": endpoint,
+            "rotated": rotated,
+        }
+        response = TemplateResponse(
+            request, "admin/events/webhookendpoint/secret_once.html", context
+        )
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description="Rotate the signing secret (the old one signs too for a while)")
+    def rotate_secret(
+        self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]
+    ) -> HttpResponse | None:
+        if queryset.count() != 1:
+            self.message_user(request, "Rotate one endpoint at a time.", messages.ERROR)
+            return None
+        endpoint = queryset.get()
+        if not can_write(request, endpoint.org_id):
+            raise PermissionDenied
+        rotated = webhook_endpoint_rotate_secret(endpoint=endpoint)
+        self.log_change(request, endpoint, "Rotated the signing secret")
+        return self._secret_page(request, rotated, rotated=True)
+
+    def _set_enabled(
+        self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint], on: bool
+    ) -> None:
+        done = 0
+        for endpoint in queryset:
+            if not can_write(request, endpoint.org_id):
+                messages.error(request, f"{endpoint.endpoint_id}: needs the manager role")
+                continue
+            webhook_endpoint_update(endpoint=endpoint, enabled=on)
+            self.log_change(request, endpoint, "Enabled" if on else "Disabled")
+            done += 1
+        self.message_user(request, f"{'Enabled' if on else 'Disabled'} {done} endpoint(s).")
+
+    @admin.action(description="Enable selected endpoints")
+    def enable_selected(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable selected endpoints")
+    def disable_selected(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        self._set_enabled(request, queryset, False)
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(OrgScopedAdmin[Delivery]):
+    list_display = ["event_type", "event_id", "endpoint", "status", "last_status_code",
+                    "last_latency_ms", "attempts", "next_attempt_at", "created_at"]  # fmt: skip
+    list_filter = [OrgFilter, "status", "event__type"]
+    search_fields = ["event__event_id", "endpoint__endpoint_id"]
+    list_select_related = ["event", "endpoint"]
+    actions = ["redeliver"]
+    readonly_fields = ["org", "endpoint", "event_id", "event_type", "status", "attempts",
+              "last_status_code", "last_latency_ms", "last_error", "next_attempt_at",
+              "last_attempt_at", "delivered_at", "created_at", "payload"]  # fmt: skip
+
+    def get_fields(self, request: HttpRequest, obj: Delivery | None = None) -> tuple[str, ...]:
+        return tuple(str(name) for name in self.readonly_fields)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Delivery | None = None) -> bool:
+        # The change list needs it for the action; no field is editable.
+        return obj is None and super().has_change_permission(request, obj)
+
+    @admin.display(description="Event")
+    def event_type(self, obj: Delivery) -> str:
+        return obj.event.type
+
+    @admin.display(description="webhook-id")
+    def event_id(self, obj: Delivery) -> str:
+        return obj.event.event_id
+
+    @admin.display(description="Payload")
+    def payload(self, obj: Delivery) -> str:
+        import json
+
+        return format_html("<pre>{}</pre>", json.dumps(obj.event.payload, indent=1))
+
+    @admin.action(description="Redeliver selected (same webhook-id, now)")
+    def redeliver(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
+        done = 0
+        for delivery in queryset:
+            if not can_write(request, delivery.org_id):
+                messages.error(request, f"delivery {delivery.pk}: needs the manager role")
+                continue
+            delivery_redeliver(delivery=delivery)
+            done += 1
+        self.message_user(request, f"Queued {done} delivery(ies) again.", messages.SUCCESS)
+
+
+class EmailSubscriptionForm(forms.ModelForm[EmailSubscription]):
+    event_type = forms.ChoiceField(choices=[(str(t), str(t)) for t in EMAIL_EVENT_TYPES])
+
+    class Meta:
+        model = EmailSubscription
+        fields = ["org", "event_type"]
+
+
+@admin.register(EmailSubscription)
+class EmailSubscriptionAdmin(OrgScopedAdmin[EmailSubscription]):
+    """Each member sees and changes only their own opt-ins (any role)."""
+
+    form = EmailSubscriptionForm
+    write_role = Role.VIEWER
+    list_display = ["event_type", "org", "created_at"]
+    list_filter = [OrgFilter]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EmailSubscription]:
+        return super().get_queryset(request).filter(user_id=request.user.pk or 0)
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: EmailSubscription | None = None
+    ) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: EmailSubscription | None = None
+    ) -> bool:
+        return obj is None or obj.user_id == request.user.pk
+
+    def save_model(
+        self, request: HttpRequest, obj: EmailSubscription, form: Any, change: bool
+    ) -> None:
+        obj.user_id = int(request.user.pk or 0)
+        super().save_model(request, obj, form, change)
+        from apps.events.services import forget_subscribers
+
+        forget_subscribers(obj.org_id)
+
+
+class ExportRequestForm(forms.ModelForm[EvidenceExportJob]):
+    class Meta:
+        model = EvidenceExportJob
+        fields = ["org", "window_from", "window_to"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        start, end = data.get("window_from"), data.get("window_to")
+        if start and end and start > end:
+            raise forms.ValidationError("from must not be after to")
+        return data
+
+
+@admin.register(EvidenceExportJob)
+class EvidenceExportJobAdmin(OrgScopedAdmin[EvidenceExportJob]):
+    """Request an evidence export (auditor+): it is built in the background; this list
+    shows its state and, once ready, the download."""
+
+    form = ExportRequestForm
+    write_role = Role.AUDITOR
+    list_display = ["export_id", "org", "status", "window_from", "window_to", "size",
+                    "download", "created_at", "finished_at"]  # fmt: skip
+    list_filter = [OrgFilter, "status"]
+
+    def get_fields(
+        self, request: HttpRequest, obj: EvidenceExportJob | None = None
+    ) -> tuple[str, ...]:
+        if obj is None:
+            return ("org", "window_from", "window_to")
+        return ("org", "export_id", "status", "window_from", "window_to", "size", "sha256",
+                "error", "download", "created_at", "finished_at")  # fmt: skip
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: EvidenceExportJob | None = None
+    ) -> tuple[str, ...]:
+        return () if obj is None else self.get_fields(request, obj)
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: EvidenceExportJob | None = None
+    ) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "org":
+            kwargs["queryset"] = writable_orgs(request, Role.AUDITOR)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(
+        self, request: HttpRequest, obj: EvidenceExportJob, form: Any, change: bool
+    ) -> None:
+        data = form.cleaned_data
+        job = evidence_export_request(
+            org=data["org"],
+            window=EvidenceWindow(data.get("window_from"), data.get("window_to")),
+            requested_by=request.user,  # type: ignore[arg-type]
+        )
+        obj.pk = job.pk
+        obj.export_id = job.export_id
+        self.message_user(
+            request, f"Export {job.export_id} queued: this page shows when it is ready."
+        )
+
+    @admin.display(description="Download")
+    def download(self, obj: EvidenceExportJob) -> str:
+        if obj.status != ExportStatus.READY:
+            return "-"
+        url = reverse("admin:events_evidenceexportjob_download", args=[obj.pk])
+        return format_html('<a href="{}">download</a>', url)
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:job_id>/download/", wrap(self.download_view),
+                 name="events_evidenceexportjob_download"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def download_view(self, request: HttpRequest, job_id: int) -> FileResponse:
+        job = self.get_queryset(request).filter(pk=job_id).first()
+        if job is None or job.status != ExportStatus.READY:
+            raise PermissionDenied
+        if not can_write(request, job.org_id, Role.AUDITOR):
+            raise PermissionDenied
+        return export_file_response(job)

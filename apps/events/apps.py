@@ -1,0 +1,17 @@
+from django.apps import AppConfig
+
+
+class EventsConfig(AppConfig):
+    name = "apps.events"
+    verbose_name = "Events and notifications"
+
+    def ready(self) -> None:
+        from django.conf import settings
+        from django.core.checks import register
+
+        from apps.common import outbound
+        from apps.events import checks
+        from apps.events.services import event_record, is_subscribed
+
+        outbound.register_sink(event_record if settings.EVENTS_ENABLED else None, is_subscribed)
+        register(checks.private_destinations_allowed, "mirror", deploy=True)

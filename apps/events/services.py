@@ -1,0 +1,310 @@
+"""Writes of outbound events: recording an event with its deliveries (the sink every
+service's ``apps.common.outbound.emit`` reaches), endpoints (create, update, rotate,
+disable, delete), redelivery and members' email opt-ins."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from apps.common.errors import InvalidInput, NotFound
+from apps.common.outbound import PayloadFactory
+from apps.events.destinations import check_url
+from apps.events.models import (
+    EMAIL_EVENT_TYPES,
+    Delivery,
+    DeliveryStatus,
+    EmailSubscription,
+    EndpointFormat,
+    Event,
+    EventType,
+    WebhookEndpoint,
+)
+from apps.tenancy.models import Org
+
+EVENT_ID_PREFIX = "evt_"
+ENDPOINT_ID_PREFIX = "ep_"
+SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's marker, not a secret)
+
+# org id -> (valid until, monotonic seconds; the event types someone subscribes to)
+_subscribers: dict[int, tuple[float, frozenset[str]]] = {}
+
+
+def subscribed_types(org_id: int) -> frozenset[str]:
+    """The event types ``org_id`` has an enabled endpoint or an email subscriber for,
+    as this process last read them (at most EVENTS_SUBSCRIBER_CACHE_SECONDS ago)."""
+    now = time.monotonic()
+    cached = _subscribers.get(org_id)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    types: set[str] = set()
+    for wanted in WebhookEndpoint.objects.filter(org_id=org_id, enabled=True).values_list(
+        "event_types", flat=True
+    ):
+        types.update(wanted)
+    types.update(
+        EmailSubscription.objects.filter(org_id=org_id).values_list("event_type", flat=True)
+    )
+    found = frozenset(types)
+    _subscribers[org_id] = (now + settings.EVENTS_SUBSCRIBER_CACHE_SECONDS, found)
+    return found
+
+
+def is_subscribed(org_id: int, event_type: str) -> bool:
+    return event_type in subscribed_types(org_id)
+
+
+def forget_subscribers(org_id: int | None = None) -> None:
+    """Drop this process's view of an org's subscriptions (every org's with ``None``)."""
+    if org_id is None:
+        _subscribers.clear()
+    else:
+        _subscribers.pop(org_id, None)
+
+
+def _forget_on_commit(org_id: int) -> None:
+    forget_subscribers(org_id)
+    transaction.on_commit(lambda: forget_subscribers(org_id))
+
+
+def event_record(org_id: int, event_type: str, payload: PayloadFactory) -> Event | None:
+    """Record ``event_type`` and enqueue its fan-out, in the caller's transaction; nothing
+    when nobody subscribes. Two inserts: the deliveries are made by the fan-out task
+    (apps.events.tasks.fan_out_event), so the change's own request pays no more."""
+    if event_type not in subscribed_types(org_id):
+        return None
+    from apps.events import tasks
+
+    with transaction.atomic(savepoint=False):
+        event = Event.objects.create(
+            org_id=org_id,
+            event_id=EVENT_ID_PREFIX + secrets.token_urlsafe(18),
+            type=event_type,
+            payload=payload(),
+            created_at=timezone.now(),
+        )
+        tasks.enqueue(tasks.fan_out_event, event.pk)
+    return event
+
+
+def event_fan_out(*, event: Event) -> list[Delivery]:
+    """The event's deliveries, one per enabled endpoint that wants its type (made once:
+    a second run finds them), each enqueued; and its emails, when members opted in."""
+    from apps.events import tasks
+
+    endpoints = [
+        endpoint
+        for endpoint in WebhookEndpoint.objects.filter(org_id=event.org_id, enabled=True)
+        if event.type in endpoint.event_types
+    ]
+    with transaction.atomic():
+        done = set(Delivery.objects.filter(event=event).values_list("endpoint_id", flat=True))
+        now = timezone.now()
+        deliveries = Delivery.objects.bulk_create(
+            [
+                Delivery(
+                    org_id=event.org_id,
+                    endpoint=endpoint,
+                    event=event,
+                    next_attempt_at=now,
+                    created_at=event.created_at,
+                )
+                for endpoint in endpoints
+                if endpoint.pk not in done
+            ]
+        )
+        for delivery in deliveries:
+            tasks.enqueue(tasks.deliver_webhook, delivery.pk)
+        if (
+            not done
+            and event.type in EMAIL_EVENT_TYPES
+            and (
+                EmailSubscription.objects.filter(
+                    org_id=event.org_id, event_type=event.type
+                ).exists()
+            )
+        ):
+            tasks.enqueue(tasks.send_event_emails, event.pk)
+    return deliveries
+
+
+# --- endpoints ---------------------------------------------------------------------------
+
+
+def new_secret() -> str:
+    """A Standard Webhooks secret: ``whsec_`` and 32 random bytes in base64."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def _event_types(values: Iterable[str]) -> list[str]:
+    wanted = sorted(set(values))
+    unknown = [value for value in wanted if value not in EventType.values]
+    if unknown:
+        raise InvalidInput(
+            f"event_types: unknown {', '.join(unknown)}; known: {', '.join(EventType.values)}"
+        )
+    if not wanted:
+        raise InvalidInput("event_types: name at least one event type")
+    return wanted
+
+
+def _format(value: str) -> str:
+    if value not in EndpointFormat.values:
+        raise InvalidInput(f"format: one of {', '.join(EndpointFormat.values)}")
+    return value
+
+
+def webhook_endpoint_create(
+    *,
+    org: Org,
+    url: str,
+    event_types: Iterable[str],
+    format: str = EndpointFormat.STANDARD,
+    description: str = "",
+    enabled: bool = True,
+) -> WebhookEndpoint:
+    """A new endpoint with a fresh secret (the caller shows ``endpoint.secret`` once)."""
+    check_url(url)
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.create(
+            org=org,
+            endpoint_id=ENDPOINT_ID_PREFIX + secrets.token_urlsafe(12),
+            url=url,
+            event_types=_event_types(event_types),
+            format=_format(format),
+            description=description[:200],
+            enabled=enabled,
+            secret=new_secret(),
+        )
+        _forget_on_commit(org.pk)
+    return endpoint
+
+
+def webhook_endpoint_get(*, org: Org, endpoint_id: str) -> WebhookEndpoint:
+    endpoint = WebhookEndpoint.objects.filter(org=org, endpoint_id=endpoint_id).first()
+    if endpoint is None:
+        raise NotFound(f"no webhook endpoint {endpoint_id!r} in this org")
+    return endpoint
+
+
+def webhook_endpoint_update(
+    *,
+    endpoint: WebhookEndpoint,
+    url: str | None = None,
+    event_types: Iterable[str] | None = None,
+    format: str | None = None,
+    description: str | None = None,
+    enabled: bool | None = None,
+) -> WebhookEndpoint:
+    """Change what was given; enabling an endpoint clears its failure run."""
+    changed: list[str] = []
+    if url is not None and url != endpoint.url:
+        check_url(url)
+        endpoint.url = url
+        changed.append("url")
+    if event_types is not None:
+        endpoint.event_types = _event_types(event_types)
+        changed.append("event_types")
+    if format is not None:
+        endpoint.format = _format(format)
+        changed.append("format")
+    if description is not None:
+        endpoint.description = description[:200]
+        changed.append("description")
+    if enabled is not None and enabled != endpoint.enabled:
+        endpoint.enabled = enabled
+        changed.append("enabled")
+        if enabled:
+            endpoint.consecutive_failures = 0
+            endpoint.disabled_reason = ""
+            changed += ["consecutive_failures", "disabled_reason"]
+    if changed:
+        with transaction.atomic():
+            endpoint.save(update_fields=changed)
+            _forget_on_commit(endpoint.org_id)
+    return endpoint
+
+
+def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> WebhookEndpoint:
+    """A new secret; the current one keeps signing beside it for
+    WEBHOOK_SECRET_OVERLAP_SECONDS (receivers switch over without a gap)."""
+    with transaction.atomic():
+        locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        locked.previous_secret = locked.secret
+        locked.previous_secret_expires_at = timezone.now() + timedelta(
+            seconds=settings.WEBHOOK_SECRET_OVERLAP_SECONDS
+        )
+        locked.secret = new_secret()
+        locked.save(update_fields=["secret", "previous_secret", "previous_secret_expires_at"])
+    return locked
+
+
+def webhook_endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
+    with transaction.atomic():
+        endpoint.delete()
+        _forget_on_commit(endpoint.org_id)
+
+
+def signing_secrets(endpoint: WebhookEndpoint) -> list[str]:
+    """The secrets that sign now: the current one, and the previous one during a rotation."""
+    keys = [endpoint.secret]
+    if (
+        endpoint.previous_secret
+        and endpoint.previous_secret_expires_at is not None
+        and endpoint.previous_secret_expires_at > timezone.now()
+    ):
+        keys.append(endpoint.previous_secret)
+    return keys
+
+
+def delivery_redeliver(*, delivery: Delivery) -> Delivery:
+    """Send a delivery again (same event, same ``webhook-id``), now, whatever its state."""
+    from apps.events import tasks
+
+    with transaction.atomic():
+        locked = Delivery.objects.select_for_update().get(pk=delivery.pk)
+        locked.status = DeliveryStatus.PENDING
+        locked.next_attempt_at = timezone.now()
+        locked.claimed_until = None
+        locked.save(update_fields=["status", "next_attempt_at", "claimed_until"])
+        tasks.enqueue(tasks.deliver_webhook, locked.pk)
+    return locked
+
+
+# --- email opt-in --------------------------------------------------------------------------
+
+
+def email_subscriptions_set(*, org: Org, user: User, event_types: Iterable[str]) -> list[str]:
+    """The member's email opt-ins in ``org``, replaced by ``event_types`` (approval events
+    only; an empty list opts out of all)."""
+    wanted = sorted(set(event_types))
+    refused = [value for value in wanted if value not in EMAIL_EVENT_TYPES]
+    if refused:
+        raise InvalidInput(
+            f"event_types: email is offered for {', '.join(EMAIL_EVENT_TYPES)} only; "
+            f"not {', '.join(refused)}"
+        )
+    with transaction.atomic():
+        EmailSubscription.objects.filter(org=org, user=user).exclude(event_type__in=wanted).delete()
+        existing = set(
+            EmailSubscription.objects.filter(org=org, user=user).values_list(
+                "event_type", flat=True
+            )
+        )
+        EmailSubscription.objects.bulk_create(
+            [
+                EmailSubscription(org=org, user=user, event_type=value)
+                for value in wanted
+                if value not in existing
+            ]
+        )
+        _forget_on_commit(org.pk)
+    return wanted

@@ -1,0 +1,157 @@
+"""The background tasks (django-tasks, database backend) and how they are enqueued.
+
+A task enqueued inside a transaction is a row of that transaction (the database backend
+writes its queue in the same database), so it exists if and only if the change that
+enqueued it commits; a worker sees it only then. With another backend (none is configured)
+the enqueue waits for the commit instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django_tasks import task
+from django_tasks.base import Task
+from django_tasks_db import DatabaseBackend
+
+from apps.events.models import Delivery, DeliveryStatus, EmailSubscription, Event, WebhookEndpoint
+from apps.tenancy.models import Membership, Role
+
+logger = logging.getLogger(__name__)
+
+
+# Workers LISTEN on this channel (PostgreSQL): a trigger on the queue's table
+# (migration events 0003) notifies it for every task due now, at the enqueue's commit
+# (NOTIFY is transactional: a rolled-back enqueue wakes nobody), so a worker starts it
+# at once instead of at its next poll, and the enqueue costs no extra statement.
+WAKE_CHANNEL = "countersign_tasks"
+
+
+def enqueue(work: Task[Any, Any], *args: Any, run_after: datetime | None = None) -> None:
+    """Enqueue ``work(*args)`` as part of the current transaction (see the module doc)."""
+    chosen = work if run_after is None else work.using(run_after=run_after)
+    if isinstance(chosen.get_backend(), DatabaseBackend):
+        chosen.enqueue(*args)
+    else:
+        transaction.on_commit(lambda: chosen.enqueue(*args))
+
+
+@task()
+def fan_out_event(event_pk: int) -> int:
+    """Make a recorded event's deliveries (and emails); how many deliveries."""
+    from apps.events.services import event_fan_out
+
+    event = Event.objects.filter(pk=event_pk).first()
+    if event is None:  # its org was deleted meanwhile
+        return 0
+    return len(event_fan_out(event=event))
+
+
+@task()
+def deliver_webhook(delivery_id: int) -> str:
+    from apps.events.delivery import delivery_attempt
+
+    return delivery_attempt(delivery_id)
+
+
+def _recipients(org_id: int, user_ids: list[int]) -> list[str]:
+    """Addresses of active users who are still members of the org."""
+    members = Membership.objects.filter(org_id=org_id, user_id__in=user_ids).values_list(
+        "user_id", flat=True
+    )
+    users = get_user_model().objects.filter(pk__in=list(members), is_active=True)
+    return sorted({user.email for user in users if user.email})
+
+
+@task()
+def send_event_emails(event_pk: int) -> int:
+    """Email an approval event to the members who opted in to its type; how many."""
+    from apps.events.emails import event_email
+
+    event = Event.objects.select_related("org").get(pk=event_pk)
+    user_ids = list(
+        EmailSubscription.objects.filter(org_id=event.org_id, event_type=event.type).values_list(
+            "user_id", flat=True
+        )
+    )
+    subject, body = event_email(event)
+    sent = 0
+    for address in _recipients(event.org_id, user_ids):
+        sent += send_mail(subject, body, None, [address])
+    return sent
+
+
+@task()
+def send_endpoint_disabled_email(endpoint_pk: int) -> int:
+    """``endpoint.disabled``: tell the org's owners their endpoint stopped receiving."""
+    from apps.events.emails import endpoint_disabled_email
+
+    endpoint = WebhookEndpoint.objects.select_related("org").get(pk=endpoint_pk)
+    owners = list(
+        Membership.objects.filter(org_id=endpoint.org_id, role=Role.OWNER).values_list(
+            "user_id", flat=True
+        )
+    )
+    subject, body = endpoint_disabled_email(endpoint)
+    sent = 0
+    for address in _recipients(endpoint.org_id, owners):
+        sent += send_mail(subject, body, None, [address])
+    return sent
+
+
+# --- periodic work (enqueued by apps.events.periodic) -------------------------------------
+
+
+@task()
+def sweep_approvals() -> int:
+    """Apply overdue approvals' on_timeout outcome (was ``manage.py sweep_approvals``)."""
+    from apps.approvals.services import approvals_sweep
+
+    return approvals_sweep()
+
+
+@task()
+def sweep_deliveries() -> int:
+    """Re-enqueue deliveries that are due but have no live task: a claim that ran out (a
+    worker died mid-attempt) or a retry whose task was lost. A second task for a delivery
+    is harmless: only one claims each attempt."""
+    now = timezone.now()
+    grace = timedelta(seconds=settings.DELIVERY_SWEEP_SECONDS)
+    stale = Delivery.objects.filter(
+        Q(status=DeliveryStatus.PENDING, next_attempt_at__lte=now - grace)
+        | Q(status=DeliveryStatus.SENDING, claimed_until__lt=now)
+    ).values_list("pk", flat=True)[:1000]
+    count = 0
+    with transaction.atomic():
+        for pk in stale:
+            enqueue(deliver_webhook, pk)
+            count += 1
+    return count
+
+
+@task()
+def prune_task_results() -> int:
+    """Delete finished task rows older than TASK_RESULT_RETENTION_DAYS."""
+    from django_tasks_db.models import DBTaskResult
+
+    days = settings.TASK_RESULT_RETENTION_DAYS
+    if not days:
+        return 0
+    cutoff = timezone.now() - timedelta(days=days)
+    deleted, _ = DBTaskResult.objects.finished().filter(finished_at__lt=cutoff).delete()
+    return deleted
+
+
+@task()
+def build_evidence_export(job_pk: int) -> str:
+    from apps.events.exports import evidence_export_build
+
+    return evidence_export_build(job_pk=job_pk)

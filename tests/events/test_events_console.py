@@ -1,0 +1,121 @@
+"""The console's event pages: managers add endpoints (the secret shown once), rotate and
+redeliver; viewers and auditors only look; members manage their own email opt-ins."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+from django.test import Client
+
+from apps.events.models import Delivery, EmailSubscription, WebhookEndpoint
+from apps.events.services import webhook_endpoint_create
+from apps.policy.services import policy_deploy
+from tests.events.conftest import fan_out
+from tests.policy.test_policy_api import rule_toml
+
+ADD = "/admin/events/webhookendpoint/add/"
+LIST = "/admin/events/webhookendpoint/"
+
+
+def member(role: str, org: str = "acme") -> Client:
+    client = Client()
+    assert client.login(username=f"{org}-{role}", password=f"pw-{role}")
+    return client
+
+
+def _form(cast, **extra):
+    return {
+        "org": cast.acme.pk,
+        "url": "http://127.0.0.1:9/hook",
+        "description": "pager",
+        "event_types": ["approval.waiting_for_approvers", "approval.decided"],
+        "format": "standard",
+        "enabled": "on",
+        **extra,
+    }
+
+
+def test_a_manager_adds_an_endpoint_and_sees_its_secret_once(cast) -> None:
+    client = member("manager")
+    response = client.post(ADD, _form(cast))
+    assert response.status_code == HTTPStatus.OK
+    endpoint = WebhookEndpoint.objects.get()
+    page = response.content.decode()
+    assert endpoint.secret in page
+    assert "not shown again" in page
+    assert "no-store" in response["Cache-Control"]
+    assert endpoint.event_types == ["approval.decided", "approval.waiting_for_approvers"]
+    change = client.get(f"{LIST}{endpoint.pk}/change/")
+    assert change.status_code == HTTPStatus.OK
+    assert endpoint.secret not in change.content.decode()
+    assert endpoint.secret not in client.get(LIST).content.decode()
+
+
+@pytest.mark.parametrize("role", ["viewer", "auditor"])
+def test_viewers_and_auditors_cannot_add_endpoints(cast, role) -> None:
+    client = member(role)
+    assert client.get(ADD).status_code == HTTPStatus.FORBIDDEN
+    assert client.post(ADD, _form(cast)).status_code == HTTPStatus.FORBIDDEN
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_a_private_url_is_refused_on_the_form_in_production(cast, settings) -> None:
+    settings.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = False
+    response = member("manager").post(ADD, _form(cast, url="http://169.254.169.254/x"), follow=True)
+    assert "public destinations only" in response.content.decode()
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_another_orgs_endpoint_is_invisible(cast) -> None:
+    theirs = webhook_endpoint_create(
+        org=cast.globex, url="http://127.0.0.1:9/x", event_types=["policy.deployed"]
+    )
+    client = member("owner")
+    assert theirs.url not in client.get(LIST).content.decode()
+    assert client.get(f"{LIST}{theirs.pk}/change/").status_code in (302, 404)
+
+
+def test_rotation_and_redelivery_from_the_console(cast) -> None:
+    endpoint = webhook_endpoint_create(
+        org=cast.acme, url="http://127.0.0.1:9/hook", event_types=["policy.deployed"]
+    )
+    old = endpoint.secret
+    client = member("manager")
+    response = client.post(LIST, {"action": "rotate_secret", "_selected_action": [endpoint.pk]})
+    endpoint.refresh_from_db()
+    assert endpoint.secret != old
+    assert endpoint.previous_secret == old
+    assert endpoint.secret in response.content.decode()
+
+    policy_deploy(org=cast.acme, toml=rule_toml("a", "tool_call", "allow"))
+    fan_out()
+    delivery = Delivery.objects.get()
+    Delivery.objects.filter(pk=delivery.pk).update(status="failed")
+    log = client.get(f"/admin/events/delivery/?endpoint__id__exact={endpoint.pk}")
+    assert log.status_code == HTTPStatus.OK
+    assert "policy.deployed" in log.content.decode()
+    viewer = member("viewer")
+    viewer.post(
+        "/admin/events/delivery/", {"action": "redeliver", "_selected_action": [delivery.pk]}
+    )
+    assert Delivery.objects.get().status == "failed"
+    client.post(
+        "/admin/events/delivery/", {"action": "redeliver", "_selected_action": [delivery.pk]}
+    )
+    assert Delivery.objects.get().status == "pending"
+
+
+def test_a_member_opts_in_to_email_for_themselves_only(cast) -> None:
+    client = member("viewer")
+    response = client.post(
+        "/admin/events/emailsubscription/add/",
+        {"org": cast.acme.pk, "event_type": "approval.waiting_for_approvers"},
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    [subscription] = EmailSubscription.objects.all()
+    assert subscription.user.username == "acme-viewer"
+    assert (
+        "approval.waiting_for_approvers"
+        not in member("owner").get("/admin/events/emailsubscription/").content.decode()
+    )
