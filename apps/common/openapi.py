@@ -680,8 +680,9 @@ COMPONENTS: dict[str, Schema] = {
 # --- Responses -----------------------------------------------------------------------
 
 
-def ok(schema: Schema | str, description: str = "") -> OpenApiResponse:
-    """A success answer whose body is ``schema`` (a component name or a raw schema)."""
+def ok(schema: Schema | str | type, description: str = "") -> OpenApiResponse:
+    """A success answer whose body is ``schema`` (a serializer, a component name or a raw
+    schema)."""
     return OpenApiResponse(
         response=ref(schema) if isinstance(schema, str) else schema, description=description
     )
