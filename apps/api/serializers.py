@@ -117,3 +117,12 @@ def raw_body_members(
             raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
     kept = set(raw)
     return {name: value if name in kept else plain_member(name, value) for name, value in pairs}
+
+
+class StrictCharField(serializers.CharField):
+    """A string member that must be a JSON string (DRF's own would take a number too)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
