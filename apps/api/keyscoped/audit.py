@@ -6,12 +6,7 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_view,
-)
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,6 +16,7 @@ from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.audit.selectors import audit_chain_window
 from apps.common.errors import InvalidInput
 from apps.common.openapi import keyscoped_errors, ok
+from apps.common.vocabulary import TRUST_LEVELS
 from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required
 
@@ -28,35 +24,63 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="audit_chain",
-        summary="A window of the org's tamper-evident mirror chain, newest first (auditor+)",
-        tags=["dashboard"],
-        parameters=[
-            OpenApiParameter(
-                "limit",
-                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
-                OpenApiParameter.QUERY,
-                description="Entries in the window.",
-            ),
-            OpenApiParameter(
-                "before",
-                {"type": "integer", "minimum": 1},
-                OpenApiParameter.QUERY,
-                description="Only entries with `seq` below this (the previous answer's `next`).",
-            ),
-        ],
-        responses={200: ok("AuditChain"), **keyscoped_errors(403, 422)},
-    )
-)
 class AuditChainApi(DashboardApi):
     permission_classes = [role_required(Role.AUDITOR)]
 
     class QuerySerializer(serializers.Serializer[Any]):
-        limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
-        before = serializers.IntegerField(min_value=1, required=False)
+        limit = serializers.IntegerField(
+            min_value=1,
+            max_value=MAX_LIMIT,
+            default=DEFAULT_LIMIT,
+            help_text="Entries in the window.",
+        )
+        before = serializers.IntegerField(
+            min_value=1,
+            required=False,
+            help_text="Only entries with `seq` below this (the previous answer's `next`).",
+        )
 
+    class OutputSerializer(serializers.Serializer[Any]):
+        class EntrySerializer(serializers.Serializer[Any]):
+            seq = serializers.IntegerField(min_value=1)
+            action_hash = serializers.CharField()
+            kind = serializers.CharField()
+            trust_level = serializers.ChoiceField(TRUST_LEVELS)
+            claimed_trust_level = serializers.ChoiceField(
+                ["", *TRUST_LEVELS],
+                required=False,
+                help_text="The receipt's own claim where it differs from `trust_level`.",
+            )
+            receipt_digest = serializers.CharField(help_text="BLAKE3 of `receipt`.")
+            supersedes_action_hash = serializers.CharField(allow_null=True)
+            superseded_by = serializers.CharField(allow_null=True)
+            prev_chain_hash = serializers.CharField()
+            chain_hash = serializers.CharField(help_text="server.md §3 link hash.")
+            received_at = serializers.DateTimeField()
+            receipt = serializers.CharField(help_text="The stored receipt (JCS text).")
+
+            class Meta:
+                ref_name = "AuditChainEntry"
+
+        head = serializers.CharField(help_text="The newest chain_hash (64 zeros: empty).")
+        size = serializers.IntegerField(min_value=0)
+        entries = EntrySerializer(many=True, help_text="Newest first.")
+        next = serializers.IntegerField(
+            source="next_before",
+            allow_null=True,
+            help_text="Pass as `before` for the next (older) page; null at the end.",
+        )
+
+        class Meta:
+            ref_name = "AuditChain"
+
+    @extend_schema(
+        operation_id="audit_chain",
+        summary="A window of the org's tamper-evident mirror chain, newest first (auditor+)",
+        tags=["dashboard"],
+        parameters=[QuerySerializer],
+        responses={200: ok(OutputSerializer), **keyscoped_errors(403, 422)},
+    )
     def get(self, request: Request) -> Response:
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -65,18 +89,16 @@ class AuditChainApi(DashboardApi):
             limit=query.validated_data["limit"],
             before=query.validated_data.get("before"),
         )
-        return Response(
-            {
-                "head": window.head,
-                "size": window.size,
-                "entries": window.entries,
-                "next": window.next_before,
-            }
-        )
+        return Response(self.OutputSerializer(window).data)
 
 
-@extend_schema_view(
-    post=extend_schema(
+class EvidenceExportApi(DashboardApi):
+    """POST /v1/evidence/export {from?, to?}: the evidence tar (auditor+), built on disk
+    and streamed (constant memory, whatever the window)."""
+
+    permission_classes = [role_required(Role.AUDITOR)]
+
+    @extend_schema(
         operation_id="evidence_export",
         summary="The org's evidence tar: receipts, chain window, approvals, keys (auditor+)",
         tags=["dashboard"],
@@ -100,13 +122,6 @@ class AuditChainApi(DashboardApi):
             **keyscoped_errors(403, 422),
         },
     )
-)
-class EvidenceExportApi(DashboardApi):
-    """POST /v1/evidence/export {from?, to?}: the evidence tar (auditor+), built on disk
-    and streamed (constant memory, whatever the window)."""
-
-    permission_classes = [role_required(Role.AUDITOR)]
-
     def post(self, request: Request) -> StreamingHttpResponse:
         data = request.data
         if not isinstance(data, dict):
