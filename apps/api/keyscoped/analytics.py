@@ -22,7 +22,7 @@ class AnalyticsApi(DashboardApi):
 
     class OutputSerializer(serializers.Serializer[Any]):
         key = serializers.CharField()
-        label = serializers.CharField()
+        label = serializers.CharField()  # type: ignore[assignment]
         value = PlainNumberField(allow_null=True)
         display = serializers.CharField()
         spark = serializers.ListField(
