@@ -26,7 +26,7 @@ from apps.receipts.verifier import DecodeError, object_members, parse_json
 HASH_HELP = "64 lowercase hex"
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
+@extend_schema_field(OpenApiTypes.ANY)
 class RawJsonField(serializers.Field):  # type: ignore[type-arg]
     """A member handed through exactly as the strict JSON decoder parsed it (``JsonValue``:
     repeated member names and number spellings kept), in and out; nothing coerced."""

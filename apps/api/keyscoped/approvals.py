@@ -28,6 +28,7 @@ from apps.approvals.services import (
     approval_vote,
     approver_key_register,
 )
+from apps.common.errors import InvalidInput
 from apps.common.json_body import read_json_bytes
 from apps.common.openapi import HEX64, keyscoped_error, keyscoped_errors, ok, path_parameter
 from apps.receipts.verifier import DecodeError, JsonValue, decode_content
@@ -224,9 +225,8 @@ class ApprovalSubmitTokenApi(KeyScopedSdkApi):
             if (record is None) != (co_sig is None) or (
                 co_sig is not None and not isinstance(co_sig, str)
             ):
-                raise serializers.ValidationError(
-                    "record and co_sig_b64 go together (both strings)"
-                )
+                # A rule of the body as a whole: worded without a member name.
+                raise InvalidInput("record and co_sig_b64 go together (both strings)")
             return {
                 "token": attrs["token_b64"],
                 "action_content": attrs["action_content"],

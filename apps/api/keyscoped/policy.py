@@ -92,6 +92,7 @@ class PolicyDeployApi(DashboardApi):
             200: ok(PolicyPinSerializer, "The new pin (the same id and hash for the same TOML)."),
             **keyscoped_errors(
                 403,
+                413,
                 s409=keyscoped_error(
                     "A floor-bypass attempt, or `expected_policy_hash` is not the active pin.",
                     "PolicyConflict",
@@ -188,6 +189,7 @@ class PolicyPreviewApi(DashboardApi):
             200: ok(OutputSerializer),
             **keyscoped_errors(
                 403,
+                413,
                 s422=keyscoped_error(
                     "Not JSON or fails validation (`days` out of range), or the draft does not "
                     "parse (`result`).",
