@@ -5,7 +5,7 @@ serializers (``apps/api``). This module keeps only what no serializer says: the 
 components of the two contracts (key-scoped ``{"detail"}`` and its refusals with extra
 members, team-path ``{"error", "message"}`` with the code catalogue as an enum), which the
 exception handlers build; the signed receipt, which the strict decoder reads, not a
-serializer; the probes' bodies; the helpers that state an operation's statuses; the
+serializer; the helpers that state an operation's statuses; the
 security schemes of the credentials; and the post-processing hook that finishes one
 profile's document (title, the components it references, ``/metrics``, response headers).
 
@@ -112,22 +112,6 @@ COMPONENTS: dict[str, Schema] = {
         },
         "additionalProperties": True,
     },
-    "Health": _object({"status": {"type": "string", "enum": ["ok"]}}, required=["status"]),
-    "Readiness": _object(
-        {
-            "status": {"type": "string", "enum": ["ready", "unavailable"]},
-            "checks": {
-                "type": "object",
-                "description": "database, cache, migrations: each `ok` when ready.",
-                "additionalProperties": {
-                    "type": "string",
-                    "enum": ["ok", "failed", "pending", "skipped"],
-                },
-            },
-            "failed": {"type": "array", "items": _STRING, "description": "503 only"},
-        },
-        required=["status", "checks"],
-    ),
     "Error": _object(
         {"detail": {"type": "string", "description": "What went wrong, for people."}},
         required=["detail"],

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,6 +19,15 @@ from apps.common.openapi import keyscoped_errors, ok
 from apps.common.vocabulary import TRUST_LEVELS
 from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required
+
+
+@extend_schema_field({"type": "string", "format": "date"})
+class _DateText(serializers.CharField):
+    """A date as sent, ``YYYY-MM-DD``; ``parse_window`` judges it (its words, its range)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
+
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -98,20 +107,31 @@ class EvidenceExportApi(DashboardApi):
 
     permission_classes = [role_required(Role.AUDITOR)]
 
+    class InputSerializer(serializers.Serializer[Any]):
+        """``{from?, to?}``, both ``YYYY-MM-DD`` and inclusive (``parse_window`` reads them).
+        The member names are Python keywords, hence declared in ``get_fields``."""
+
+        class Meta:
+            ref_name = "EvidenceExportRequest"
+
+        def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
+            return {name: _DateText(required=False, allow_null=True) for name in ("from", "to")}
+
+        def to_internal_value(self, data: Any) -> Any:
+            if not isinstance(data, dict):
+                raise InvalidInput("the body must be a JSON object {from?, to?}")
+            unknown = set(data) - {"from", "to"}
+            if unknown:
+                raise InvalidInput(f"unknown member(s): {', '.join(sorted(unknown))}")
+            if any(value is not None and not isinstance(value, str) for value in data.values()):
+                raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
+            return super().to_internal_value(data)
+
     @extend_schema(
         operation_id="evidence_export",
         summary="The org's evidence tar: receipts, chain window, approvals, keys (auditor+)",
         tags=["dashboard"],
-        request={
-            "application/json": {
-                "type": "object",
-                "properties": {
-                    "from": {"type": "string", "format": "date"},
-                    "to": {"type": "string", "format": "date"},
-                },
-                "additionalProperties": False,
-            }
-        },
+        request=InputSerializer,
         responses={
             (200, "application/x-tar"): OpenApiResponse(
                 response=OpenApiTypes.BINARY,
@@ -123,15 +143,8 @@ class EvidenceExportApi(DashboardApi):
         },
     )
     def post(self, request: Request) -> StreamingHttpResponse:
-        data = request.data
-        if not isinstance(data, dict):
-            raise InvalidInput("the body must be a JSON object {from?, to?}")
-        unknown = set(data) - {"from", "to"}
-        if unknown:
-            raise InvalidInput(f"unknown member(s): {', '.join(sorted(unknown))}")
-        values = [data.get(name) for name in ("from", "to")]
-        if any(value is not None and not isinstance(value, str) for value in values):
-            raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
-        window = parse_window(values[0], values[1])
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        window = parse_window(data.validated_data.get("from"), data.validated_data.get("to"))
         org = console_principal(request).org
         return evidence_response(evidence_export(org=org, window=window), org=org)
