@@ -41,16 +41,12 @@ def ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _object(
-    properties: Schema, *, required: Iterable[str] = (), description: str = "", closed: bool = False
-) -> Schema:
+def _object(properties: Schema, *, required: Iterable[str] = (), description: str = "") -> Schema:
     schema: Schema = {"type": "object", "properties": properties}
     if required:
         schema["required"] = list(required)
     if description:
         schema["description"] = description
-    if closed:
-        schema["additionalProperties"] = False
     return schema
 
 
