@@ -1,11 +1,13 @@
-"""The OpenAPI 3 description of both profiles (drf-spectacular): shared pieces.
+"""The OpenAPI 3 description of both profiles (drf-spectacular): what cannot be inferred.
 
-Each API view describes its own operation with ``@extend_schema`` built from the helpers
-here; this module holds what the operations share: the named body schemas (components),
-the two error contracts (key-scoped ``{"detail"}``, team-path ``{"error", "message"}``
-with the code catalogue as an enum), the security schemes of the credentials, and the
-post-processing hook that finishes one profile's document (title, the components it
-references and nothing else, ``/metrics``, response headers).
+Every request and response body is inferred by drf-spectacular from the API views' nested
+serializers (``apps/api``). This module keeps only what no serializer says: the error
+components of the two contracts (key-scoped ``{"detail"}`` and its refusals with extra
+members, team-path ``{"error", "message"}`` with the code catalogue as an enum), which the
+exception handlers build; the signed receipt, which the strict decoder reads, not a
+serializer; the helpers that state an operation's statuses; the
+security schemes of the credentials; and the post-processing hook that finishes one
+profile's document (title, the components it references, ``/metrics``, response headers).
 
 A profile's document is generated from that profile's URL conf, so it lists exactly the
 routes that deployment serves (``profile_document`` builds it without a request).
@@ -23,16 +25,16 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework.serializers import BaseSerializer
 
 from apps.common.openapi_events import EVENT_COMPONENTS
-from apps.common.vocabulary import TRUST_LEVELS
 
 Schema = dict[str, Any]
 
 PROFILES = ("keyscoped", "teampath")
 HEX64 = "^[0-9a-f]{64}$"
 
-# --- Named body schemas (components). Each document carries only those it references. ---
+# --- Components no serializer describes. Each document carries only those it references. ---
 
 
 def ref(name: str) -> Schema:
@@ -41,23 +43,17 @@ def ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _object(
-    properties: Schema, *, required: Iterable[str] = (), description: str = "", closed: bool = False
-) -> Schema:
+def _object(properties: Schema, *, required: Iterable[str] = (), description: str = "") -> Schema:
     schema: Schema = {"type": "object", "properties": properties}
     if required:
         schema["required"] = list(required)
     if description:
         schema["description"] = description
-    if closed:
-        schema["additionalProperties"] = False
     return schema
 
 
 _STRING: Schema = {"type": "string"}
 _HASH: Schema = {"type": "string", "pattern": HEX64, "description": "64 lowercase hex"}
-_DATETIME: Schema = {"type": "string", "format": "date-time"}
-_NULLABLE_DATETIME: Schema = {"type": "string", "format": "date-time", "nullable": True}
 
 # Every `error` code a team-path answer can carry (docs/teampath-errors.md).
 TEAMPATH_ERROR_CODES = (
@@ -96,7 +92,6 @@ VERDICT_KINDS_DOC = (
 )
 
 COMPONENTS: dict[str, Schema] = {
-    # Shared by both profiles.
     "ActionReceipt": {
         "type": "object",
         "description": (
@@ -115,34 +110,6 @@ COMPONENTS: dict[str, Schema] = {
         },
         "additionalProperties": True,
     },
-    "Health": _object({"status": {"type": "string", "enum": ["ok"]}}, required=["status"]),
-    "Readiness": _object(
-        {
-            "status": {"type": "string", "enum": ["ready", "unavailable"]},
-            "checks": {
-                "type": "object",
-                "description": "database, cache, migrations: each `ok` when ready.",
-                "additionalProperties": {
-                    "type": "string",
-                    "enum": ["ok", "failed", "pending", "skipped"],
-                },
-            },
-            "failed": {"type": "array", "items": _STRING, "description": "503 only"},
-            "task_queue": _object(
-                {
-                    "ready": {"type": "integer", "description": "Background tasks due now."},
-                    "oldest_ready_seconds": {
-                        "type": "number",
-                        "nullable": True,
-                        "description": "How long the longest-waiting due task has waited.",
-                    },
-                },
-                required=["ready", "oldest_ready_seconds"],
-                description="200 only: the background queue (reported, never a failure).",
-            ),
-        },
-        required=["status", "checks"],
-    ),
     # Key-scoped profile.
     "Error": _object(
         {"detail": {"type": "string", "description": "What went wrong, for people."}},
@@ -156,68 +123,6 @@ COMPONENTS: dict[str, Schema] = {
             "A refused receipt: `detail` is `<kind>: <detail>`; `kind` names the verdict "
             "when re-verification failed (absent for chain constraints and refused supersedes)."
         ),
-    ),
-    "ReceiptPushRequest": _object(
-        {
-            "receipt": {"$ref": "#/components/schemas/ActionReceipt"},
-            "supersedes_action_hash": {
-                **_HASH,
-                "description": "Only when finalizing an approval: the suspended L0 entry "
-                "this freshly assembled L1 receipt supersedes.",
-            },
-        },
-        required=["receipt"],
-    ),
-    "ReceiptPushResponse": _object(
-        {
-            "status": {"type": "string", "enum": ["appended", "duplicate"]},
-            "entry_hash": {**_HASH, "description": "Echoes the receipt's `action_hash`."},
-            "seq": {"type": "integer", "minimum": 1, "description": "Per-org mirror position."},
-            "trust_level": {
-                "type": "string",
-                "enum": list(TRUST_LEVELS),
-                "description": "The level the service derived and stored (server.md §1).",
-            },
-            "claimed_trust_level": {
-                "type": "string",
-                "enum": list(TRUST_LEVELS),
-                "description": "The receipt's own claim, only where it differs (lifecycle links).",
-            },
-        },
-        required=["status", "entry_hash", "seq", "trust_level"],
-    ),
-    "ReceiptQuotaExceeded": _object(
-        {
-            "status": {"type": "string", "enum": ["quota_exceeded"]},
-            "entry_hash": _HASH,
-            "seq": {"type": "integer", "nullable": True, "enum": [None]},
-            "detail": _STRING,
-        },
-        required=["status", "entry_hash", "seq", "detail"],
-        description="The org's monthly soft-cap is reached; the local chain is unaffected.",
-    ),
-    "PolicyPullResponse": _object(
-        {
-            "status": {"type": "string", "enum": ["policy"]},
-            "policy_id": {"type": "string", "description": '`"pol_" + policy_hash[:24]`'},
-            "policy_hash": {**_HASH, "description": "BLAKE3 of the TOML bytes as deployed."},
-            "toml": {
-                "type": "string",
-                "description": 'The policy TOML; `""` is the fail-safe pin (no policy '
-                "deployed: every action routes to a human).",
-            },
-        },
-        required=["status", "policy_id", "policy_hash", "toml"],
-    ),
-    "PolicyDeployRequest": _object(
-        {
-            "toml": {"type": "string", "description": "The full policy TOML, never trimmed."},
-            "expected_policy_hash": {
-                **_HASH,
-                "description": "Optimistic concurrency: deploy only if this is the active pin.",
-            },
-        },
-        required=["toml"],
     ),
     "PolicyParseError": _object(
         {"detail": _STRING, "result": {"type": "string", "enum": ["parse_error"]}},
@@ -238,252 +143,6 @@ COMPONENTS: dict[str, Schema] = {
         description="A floor-bypass attempt (`result`, `rule_id`) or a stale "
         "`expected_policy_hash` (`active_policy_hash`).",
     ),
-    "PolicyPreviewRequest": _object(
-        {
-            "toml": {"type": "string", "description": "The draft policy TOML."},
-            "days": {"type": "integer", "minimum": 1, "default": 7},
-        },
-        required=["toml"],
-    ),
-    "DecisionStep": _object(
-        {"decision_path": _STRING, "rule_id": _STRING}, required=["decision_path", "rule_id"]
-    ),
-    "DecisionChange": _object(
-        {
-            "seq": {"type": "integer"},
-            "action_hash": _STRING,
-            "verb": _STRING,
-            "workflow": _STRING,
-            "before": {"$ref": "#/components/schemas/DecisionStep"},
-            "after": {"$ref": "#/components/schemas/DecisionStep"},
-        },
-        required=["seq", "action_hash", "verb", "workflow", "before", "after"],
-    ),
-    "PolicyPreview": _object(
-        {
-            "days": {"type": "integer"},
-            "considered": {"type": "integer", "minimum": 0},
-            "changed": {"type": "integer", "minimum": 0},
-            "unchanged": {"type": "integer", "minimum": 0},
-            "rule_only_changed": {"type": "integer", "minimum": 0},
-            "truncated": {"type": "boolean"},
-            "transitions": {
-                "type": "object",
-                "description": 'Counts per `"<before> -> <after>"` decision change.',
-                "additionalProperties": {"type": "integer"},
-            },
-            "sample": {
-                "type": "array",
-                "items": {"$ref": "#/components/schemas/DecisionChange"},
-                "maxItems": 20,
-            },
-        },
-        required=[
-            "days",
-            "considered",
-            "changed",
-            "unchanged",
-            "rule_only_changed",
-            "truncated",
-            "transitions",
-            "sample",
-        ],
-    ),
-    "ApprovalOpenRequest": _object(
-        {
-            "action_hash": {
-                **_HASH,
-                "description": "The suspended content's action_hash, or the SDK's suspend ticket.",
-            },
-            "rule_id": {
-                "type": "string",
-                "maxLength": 200,
-                "description": (
-                    'The scope the approver token must cover; `""` means absent (the suspended '
-                    "content's `policy.rule_id`)."
-                ),
-            },
-            "threshold": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
-            "workflow": {"type": "string", "description": "Display context."},
-            "account": {"type": "string", "description": "Display context."},
-            "matched_conditions": {
-                "type": "array",
-                "items": {},
-                "maxItems": 100,
-                "description": "Display context.",
-            },
-            "scope": {"type": "string", "maxLength": 200, "description": "Display context."},
-        },
-        required=["action_hash"],
-    ),
-    "ApprovalView": _object(
-        {
-            "approval_id": {"type": "string", "description": '`"apr_"` + random'},
-            "action_hash": _HASH,
-            "status": {"type": "string", "enum": ["pending", "approved", "rejected", "expired"]},
-            "threshold": {"type": "integer", "minimum": 1},
-            "approved_count": {"type": "integer", "minimum": 0},
-            "resolved_at": {**_NULLABLE_DATETIME, "description": "null while pending"},
-        },
-        required=[
-            "approval_id",
-            "action_hash",
-            "status",
-            "threshold",
-            "approved_count",
-            "resolved_at",
-        ],
-    ),
-    "SubmitTokenRequest": _object(
-        {
-            "token_b64": {
-                "type": "string",
-                "format": "byte",
-                "description": "The approval token's wire bytes, base64.",
-            },
-            "action_content": {
-                "type": "object",
-                "description": "The suspended receipt's content the token signs over.",
-                "additionalProperties": True,
-            },
-            "decision": {
-                "type": "string",
-                "enum": ["approved", "rejected"],
-                "description": "Must match the token's signed decision (else 403).",
-            },
-            "reason": {"type": "string", "maxLength": 2000, "description": "Display context."},
-            "required_scope": {
-                "type": "string",
-                "description": "Ignored: the scope is bound to the approval's rule server-side.",
-            },
-            "record": {
-                "type": "string",
-                "description": "A co-signed leg: the ApproverRecord, JSON text (with co_sig_b64).",
-            },
-            "co_sig_b64": {"type": "string", "description": "The leg's signature, base64."},
-        },
-        required=["token_b64", "action_content"],
-    ),
-    "ApprovalAssembly": _object(
-        {
-            "legs": {
-                "type": "array",
-                "items": _object(
-                    {"record": _STRING, "approver_pubkey_b64": _STRING, "co_sig_b64": _STRING},
-                    required=["record", "approver_pubkey_b64", "co_sig_b64"],
-                ),
-            },
-            "threshold": {"type": "integer", "minimum": 1},
-            "roster": {"type": "array", "items": _STRING},
-            "suspended_content": {"type": "object", "additionalProperties": True},
-        },
-        required=["legs", "threshold", "roster", "suspended_content"],
-        description="What the SDK assembles the L1 receipt from (approvals.md §8).",
-    ),
-    "ApproverKeyRegisterRequest": _object(
-        {
-            "public_key": {
-                "type": "string",
-                "maxLength": 100,
-                "description": "Ed25519 public key, base64 (32 bytes).",
-            },
-            "key_id": {"type": "string", "maxLength": 100},
-            "label": {"type": "string", "maxLength": 200},
-        },
-        required=["public_key"],
-    ),
-    "ApproverKey": _object(
-        {
-            "status": {"type": "string", "enum": ["registered"]},
-            "key_id": _STRING,
-            "public_key": _STRING,
-            "label": _STRING,
-            "change": {
-                "type": "string",
-                "enum": ["registered", "unchanged", "rotated"],
-                "description": "What the upsert did; a rotation revoked the key id's old key.",
-            },
-        },
-        required=["status", "key_id", "public_key", "label", "change"],
-    ),
-    "AuditChainEntry": _object(
-        {
-            "seq": {"type": "integer", "minimum": 1},
-            "action_hash": _STRING,
-            "kind": _STRING,
-            "trust_level": {"type": "string", "enum": list(TRUST_LEVELS)},
-            "claimed_trust_level": {
-                "type": "string",
-                "enum": ["", *TRUST_LEVELS],
-                "description": "The receipt's own claim where it differs from `trust_level`.",
-            },
-            "receipt_digest": {**_STRING, "description": "BLAKE3 of `receipt`."},
-            "supersedes_action_hash": {"type": "string", "nullable": True},
-            "superseded_by": {"type": "string", "nullable": True},
-            "prev_chain_hash": _STRING,
-            "chain_hash": {**_STRING, "description": "server.md §3 link hash."},
-            "received_at": _DATETIME,
-            "receipt": {"type": "string", "description": "The stored receipt (JCS text)."},
-        },
-        required=[
-            "seq",
-            "action_hash",
-            "kind",
-            "trust_level",
-            "receipt_digest",
-            "supersedes_action_hash",
-            "superseded_by",
-            "prev_chain_hash",
-            "chain_hash",
-            "received_at",
-            "receipt",
-        ],
-    ),
-    "AuditChain": _object(
-        {
-            "head": {"type": "string", "description": "The newest chain_hash (64 zeros: empty)."},
-            "size": {"type": "integer", "minimum": 0},
-            "entries": {
-                "type": "array",
-                "items": {"$ref": "#/components/schemas/AuditChainEntry"},
-                "description": "Newest first.",
-            },
-            "next": {
-                "type": "integer",
-                "nullable": True,
-                "description": "Pass as `before` for the next (older) page; null at the end.",
-            },
-        },
-        required=["head", "size", "entries", "next"],
-    ),
-    "StatCounter": _object(
-        {
-            "key": _STRING,
-            "label": _STRING,
-            "value": {"type": "number", "nullable": True},
-            "display": _STRING,
-            "spark": {
-                "type": "array",
-                "items": {"type": "integer"},
-                "description": "Daily series, 30 days, oldest first.",
-            },
-        },
-        required=["key", "label", "value", "display", "spark"],
-    ),
-    "ConsoleTokenRequest": _object(
-        {"org": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}}, required=["org"]
-    ),
-    "ConsoleTokenRefreshRequest": _object({"refresh": _STRING}, required=["refresh"]),
-    "ConsoleTokenPair": _object(
-        {
-            "access": {"type": "string", "description": "Session JWT for the dashboard plane."},
-            "refresh": _STRING,
-            "access_expires_at": _DATETIME,
-            "role": {"type": "string", "enum": ["viewer", "auditor", "manager", "owner"]},
-        },
-        required=["access", "refresh", "access_expires_at", "role"],
-    ),
-    # Team-path profile.
     "TeamPathError": _object(
         {
             "error": {
@@ -495,189 +154,6 @@ COMPONENTS: dict[str, Schema] = {
         },
         required=["error", "message"],
         description="The team-path error body of every non-2xx answer.",
-    ),
-    "OutboxPushResult": _object(
-        {
-            "receiptId": {
-                "type": "string",
-                "description": 'The receipt\'s `content.action_hash` ("" when it has none).',
-            },
-            "accepted": {"type": "boolean"},
-            "trustLevel": {
-                "type": "string",
-                "enum": list(TRUST_LEVELS),
-                "description": "Only when accepted: the level the service derived and stored.",
-            },
-            "claimedTrustLevel": {
-                "type": "string",
-                "enum": list(TRUST_LEVELS),
-                "description": "Only where the receipt's own claim differs (lifecycle links).",
-            },
-            "rejectionReason": {
-                "type": "string",
-                "description": 'Only when refused: `"<kind>: <detail>"` (e.g. `Malformed: ...`).',
-            },
-        },
-        required=["receiptId", "accepted"],
-    ),
-    "ReceiptBatchRequest": _object(
-        {
-            "receipts": {
-                "type": "array",
-                "items": {"$ref": "#/components/schemas/ActionReceipt"},
-                "minItems": 1,
-                "maxItems": settings.TEAMPATH_BATCH_MAX,
-            }
-        },
-        required=["receipts"],
-        closed=True,
-    ),
-    "PolicyRule": _object(
-        {
-            "id": _STRING,
-            "order": {"type": "integer"},
-            "enabled": {"type": "boolean"},
-            "subject": _object(
-                {
-                    "kind": {"type": "string", "enum": ["any", "workflow", "account"]},
-                    "value": _STRING,
-                },
-                required=["kind"],
-            ),
-            "verb": _STRING,
-            "scope": _STRING,
-            "decision": _STRING,
-            "conditions": {
-                "type": "array",
-                "items": _object(
-                    {
-                        "field": _STRING,
-                        "op": _STRING,
-                        "value": {"description": "Any JSON value."},
-                        "display": {"type": "string", "nullable": True},
-                    },
-                    required=["field", "op", "value", "display"],
-                ),
-            },
-            "approvers": {"type": "array", "items": _STRING},
-            "slaMinutes": {"type": "integer", "nullable": True},
-            "clientClearable": {"type": "boolean"},
-        },
-        required=[
-            "id",
-            "order",
-            "enabled",
-            "subject",
-            "verb",
-            "scope",
-            "decision",
-            "conditions",
-            "approvers",
-            "slaMinutes",
-            "clientClearable",
-        ],
-        description="One rule of the active policy (policy.md §8 rendering).",
-    ),
-    "PolicyBundle": _object(
-        {
-            "version": {"type": "string", "description": "The active policy id; pin against it."},
-            "rules": {
-                "type": "array",
-                "items": {"$ref": "#/components/schemas/PolicyRule"},
-                "description": "Evaluation order, first match wins.",
-            },
-            "fetchedAt": _DATETIME,
-        },
-        required=["version", "rules", "fetchedAt"],
-    ),
-    "OpenApprovalRequest": _object(
-        {
-            "receipt": {"$ref": "#/components/schemas/ActionReceipt"},
-            "routingHint": {"type": "string", "maxLength": 200},
-        },
-        required=["receipt"],
-        closed=True,
-    ),
-    "OpenApprovalResult": _object(
-        {
-            "approvalId": _STRING,
-            "token": {
-                "type": "string",
-                "description": "One-time approver token; only in the 201 answer.",
-            },
-            "expiresAt": _DATETIME,
-        },
-        required=["approvalId", "expiresAt"],
-    ),
-    "ApprovalVote": _object(
-        {
-            "approverPublicKey": _STRING,
-            "decision": {"type": "string", "enum": ["approved", "rejected"]},
-            "votedAt": _DATETIME,
-        },
-        required=["approverPublicKey", "decision", "votedAt"],
-    ),
-    "Approval": _object(
-        {
-            "approvalId": _STRING,
-            "actionHash": {**_HASH, "description": "The suspended receipt's action_hash."},
-            "receiptId": {**_HASH, "description": "The same as `actionHash`."},
-            "decision": {
-                "type": "string",
-                "nullable": True,
-                "enum": ["approved", "rejected", "expired", None],
-                "description": "The settled decision; null while pending.",
-            },
-            "approverPublicKey": {
-                "type": "string",
-                "nullable": True,
-                "description": "The key whose vote settled it; null while pending or expired.",
-            },
-            "outcome": {"type": "string", "enum": ["pending", "approved", "rejected", "expired"]},
-            "threshold": {"type": "integer", "minimum": 1},
-            "approvedCount": {"type": "integer", "minimum": 0},
-            "routingHint": {"type": "string", "nullable": True},
-            "createdAt": _DATETIME,
-            "expiresAt": _NULLABLE_DATETIME,
-            "decidedAt": _NULLABLE_DATETIME,
-            "votes": {"type": "array", "items": {"$ref": "#/components/schemas/ApprovalVote"}},
-        },
-        required=[
-            "approvalId",
-            "actionHash",
-            "receiptId",
-            "decision",
-            "approverPublicKey",
-            "outcome",
-            "threshold",
-            "approvedCount",
-            "routingHint",
-            "createdAt",
-            "expiresAt",
-            "decidedAt",
-            "votes",
-        ],
-    ),
-    "PollApprovalResult": _object(
-        {
-            "outcome": {"type": "string", "enum": ["pending", "approved", "rejected", "expired"]},
-            "approval": {
-                "allOf": [{"$ref": "#/components/schemas/Approval"}],
-                "description": "Present once settled.",
-            },
-        },
-        required=["outcome"],
-    ),
-    "TokenSubmitRequest": _object(
-        {
-            "token": {
-                "type": "string",
-                "format": "byte",
-                "description": "The approver's signed approval token, base64 (approvals.md §3).",
-            }
-        },
-        required=["token"],
-        closed=True,
     ),
     "ReceiptRefusalMembers": _object(
         {
@@ -695,20 +171,22 @@ COMPONENTS.update(EVENT_COMPONENTS)
 # --- Responses -----------------------------------------------------------------------
 
 
-def ok(schema: Schema | str, description: str = "") -> OpenApiResponse:
-    """A success answer whose body is ``schema`` (a component name or a raw schema)."""
-    return OpenApiResponse(
-        response=ref(schema) if isinstance(schema, str) else schema, description=description
-    )
-
-
 def json_body(name: str) -> dict[str, Schema]:
-    """A JSON request body (``extend_schema(request=...)``) of the named component."""
+    """A JSON request body of a hand-kept component (routes not yet described by their
+    serializers)."""
     return {"application/json": ref(name)}
 
 
 def list_of(name: str) -> Schema:
     return {"type": "array", "items": ref(name)}
+
+
+def ok(schema: Schema | str | type | BaseSerializer[Any], description: str = "") -> OpenApiResponse:
+    """A success answer whose body is ``schema`` (a serializer, a component name or a raw
+    schema)."""
+    return OpenApiResponse(
+        response=ref(schema) if isinstance(schema, str) else schema, description=description
+    )
 
 
 _KEYSCOPED_DEFAULTS: dict[int, str] = {
@@ -932,9 +410,10 @@ def _references(value: object) -> Iterator[str]:
             yield from _references(item)
 
 
-def _referenced_components(paths: Schema) -> dict[str, Schema]:
+def _referenced_components(paths: Schema, inferred: Schema) -> dict[str, Schema]:
+    """The components of ``COMPONENTS`` the operations or the inferred components use."""
     found: dict[str, Schema] = {}
-    pending = list(_references(paths))
+    pending = [*_references(paths), *_references(inferred)]
     while pending:
         name = pending.pop()
         if name in found or name not in COMPONENTS:
@@ -972,11 +451,12 @@ def finish_profile_document(
     paths["/metrics"] = deepcopy(_METRICS_PATH)
     _finish_operations(paths)
     components = result.setdefault("components", {})
+    inferred = components.get("schemas", {})
     components["schemas"] = {
-        **components.get("schemas", {}),
-        **_referenced_components(paths),
+        **inferred,
+        **_referenced_components(paths, inferred),
         # Webhook bodies are sent, not served: every profile documents them.
-        **_referenced_components({"webhooks": ref("WebhookEvent")}),
+        **_referenced_components({"webhooks": ref("WebhookEvent")}, inferred),
     }
     result["paths"] = dict(sorted(paths.items()))
     return result

@@ -211,10 +211,10 @@ SPECTACULAR_SETTINGS = {
     # No online validator badge: the page talks to this service only.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": [
-        "drf_spectacular.hooks.postprocess_schema_enums",
-        "apps.common.openapi.finish_profile_document",
-    ],
+    # Enums stay inline where the serializers declare them (no generated *Enum components
+    # whose names depend on which serializer was seen first).
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+    "POSTPROCESSING_HOOKS": ["apps.common.openapi.finish_profile_document"],
 }
 
 # API keys are stored as a lookup prefix plus HMAC-SHA256(API_KEY_DIGEST_SECRET, key).

@@ -7,14 +7,20 @@ import binascii
 from http import HTTPStatus
 from typing import Any
 
-from django.conf import settings
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import KeyScopedSdkApi
-from apps.approvals.models import Approval
+from apps.api.serializers import (
+    HashField,
+    IsoDateTimeField,
+    JsonObjectField,
+    StrictCharField,
+    raw_body_members,
+)
+from apps.approvals.models import ApprovalStatus
 from apps.approvals.selectors import approval_get
 from apps.approvals.services import (
     approval_assembly,
@@ -22,48 +28,92 @@ from apps.approvals.services import (
     approval_vote,
     approver_key_register,
 )
-from apps.common.errors import InvalidInput, InvalidJson
-from apps.common.json_body import plain_member, read_json_bytes
+from apps.common.errors import InvalidInput
+from apps.common.json_body import read_json_bytes
 from apps.common.openapi import (
     HEX64,
-    json_body,
     keyscoped_error,
     keyscoped_errors,
     ok,
     path_parameter,
 )
-from apps.receipts.verifier import DecodeError, decode_content, object_members, parse_json
+from apps.receipts.verifier import (
+    DecodeError,
+    JsonValue,
+    decode_content,
+)
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
-ACTION_HASH_PATTERN = r"^[0-9a-f]{64}$"
 
+class ApprovalViewSerializer(serializers.Serializer[Any]):
+    """The approval as every key-scoped approval route answers it."""
 
-def approval_view(approval: Approval) -> dict[str, Any]:
-    """``ApprovalView``; ``resolved_at`` is null while pending."""
-    return {
-        "approval_id": approval.approval_id,
-        "action_hash": approval.action_hash,
-        "status": approval.status,
-        "threshold": approval.threshold,
-        "approved_count": approval.approved_count,
-        "resolved_at": approval.resolved_at.isoformat() if approval.resolved_at else None,
-    }
+    approval_id = serializers.CharField(help_text='`"apr_"` + random')
+    action_hash = HashField()
+    status = serializers.ChoiceField(ApprovalStatus.choices)
+    threshold = serializers.IntegerField(min_value=1)
+    approved_count = serializers.IntegerField(min_value=0)
+    resolved_at = IsoDateTimeField(allow_null=True, help_text="null while pending")
+
+    class Meta:
+        ref_name = "ApprovalView"
 
 
 ACTION_HASH_PARAMETER = path_parameter("action_hash", "The suspended action's hash.", HEX64)
 
 
-@extend_schema_view(
-    post=extend_schema(
+class ApprovalOpenApi(KeyScopedSdkApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
+
+    class InputSerializer(serializers.Serializer[Any]):
+        # ``action_hash`` is the suspended content's hash or the SDK's suspend ticket;
+        # ``rule_id`` "" (the SDK's default) means absent. matched_conditions and scope are
+        # kept as display context. Unknown members are ignored.
+        action_hash = HashField(
+            help_text="The suspended content's action_hash, or the SDK's suspend ticket."
+        )
+        rule_id = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=200,
+            help_text='The scope the approver token must cover; `""` means absent (the '
+            "suspended content's `policy.rule_id`).",
+        )
+        threshold = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
+        workflow = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="Display context."
+        )
+        account = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="Display context."
+        )
+        matched_conditions = serializers.ListField(
+            child=serializers.JSONField(),
+            required=False,
+            default=list,
+            max_length=100,
+            help_text="Display context.",
+        )
+        scope = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=200,
+            help_text="Display context.",
+        )
+
+        class Meta:
+            ref_name = "ApprovalOpenRequest"
+
+    @extend_schema(
         operation_id="approval_open",
         summary="Open, or re-open, the approval of a suspended action (scope approvals:write)",
         tags=["approvals"],
-        request=json_body("ApprovalOpenRequest"),
+        request=InputSerializer,
         responses={
-            201: ok("ApprovalView", "Opened, `pending`."),
-            200: ok("ApprovalView", "It existed already: the existing approval."),
+            201: ok(ApprovalViewSerializer, "Opened, `pending`."),
+            200: ok(ApprovalViewSerializer, "It existed already: the existing approval."),
             **keyscoped_errors(
                 403,
                 s409=keyscoped_error("A suspend ticket shared by two suspended receipts."),
@@ -74,114 +124,137 @@ ACTION_HASH_PARAMETER = path_parameter("action_hash", "The suspended action's ha
             ),
         },
     )
-)
-class ApprovalOpenApi(KeyScopedSdkApi):
-    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
-
-    class InputSerializer(serializers.Serializer[Any]):
-        # ``action_hash`` is the suspended content's hash or the SDK's suspend ticket;
-        # ``rule_id`` "" (the SDK's default) means absent. matched_conditions and scope are
-        # kept as display context. Unknown members are ignored.
-        action_hash = serializers.RegexField(ACTION_HASH_PATTERN)
-        rule_id = serializers.CharField(required=False, allow_blank=True, max_length=200)
-        threshold = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
-        workflow = serializers.CharField(required=False, allow_blank=True, default="")
-        account = serializers.CharField(required=False, allow_blank=True, default="")
-        matched_conditions = serializers.ListField(
-            child=serializers.JSONField(), required=False, default=list, max_length=100
-        )
-        scope = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
-
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         opened = approval_open(org=sdk_principal(request).org, **data.validated_data)
         return Response(
-            approval_view(opened.approval),
+            ApprovalViewSerializer(opened.approval).data,
             status=HTTPStatus.CREATED if opened.created else HTTPStatus.OK,
         )
 
 
-@extend_schema_view(
-    get=extend_schema(
+class ApprovalDetailApi(KeyScopedSdkApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
+
+    @extend_schema(
         operation_id="approval_detail",
         summary="Poll an approval by the action it gates (scope approvals:write)",
         tags=["approvals"],
         parameters=[ACTION_HASH_PARAMETER],
         responses={
-            200: ok("ApprovalView", "Expiry applied on read."),
+            200: ok(ApprovalViewSerializer, "Expiry applied on read."),
             **keyscoped_errors(403, 404),
         },
     )
-)
-class ApprovalDetailApi(KeyScopedSdkApi):
-    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
-
     def get(self, request: Request, action_hash: str) -> Response:
         approval = approval_get(org=sdk_principal(request).org, action_hash=action_hash)
-        return Response(approval_view(approval))
+        return Response(ApprovalViewSerializer(approval).data)
 
 
-def _submit_body(raw: bytes) -> dict[str, Any]:
-    """The submit-token body, with ``action_content`` decoded strictly from the raw bytes
-    (server.md §1 rules); every other member is held to the plain-body rules."""
-    try:
-        members = object_members(parse_json(raw, max_depth=settings.JSON_BODY_MAX_DEPTH))
-    except DecodeError as error:
-        raise InvalidJson(f"invalid JSON body: {error}") from error
-    if members is None:
-        raise InvalidInput("the body must be a JSON object")
-    names = [name for name, _ in members]
-    if len(names) != len(set(names)):
-        raise InvalidInput("the body repeats a member name")
-    body = {
-        name: value if name == "action_content" else plain_member(name, value)
-        for name, value in members
-    }
-    token_b64 = body.get("token_b64")
-    if not isinstance(token_b64, str):
-        raise InvalidInput("token_b64: required, a base64 string")
-    try:
-        token = base64.b64decode(token_b64, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInput("token_b64: not valid base64") from None
-    if "action_content" not in body:
-        raise InvalidInput("action_content: required")
-    try:
-        content = decode_content(body["action_content"])
-    except DecodeError as error:
-        raise InvalidInput(f"action_content: {error}") from error
-    decision = body.get("decision")
-    if decision is not None and decision not in ("approved", "rejected"):
-        raise InvalidInput("decision: must be approved or rejected")
-    reason = body.get("reason", "")
-    if not isinstance(reason, str) or len(reason) > 2000:
-        raise InvalidInput("reason: a string of at most 2000 characters")
-    record = body.get("record")
-    co_sig = body.get("co_sig_b64")
-    if record is not None and not isinstance(record, str):
-        raise InvalidInput("record: the ApproverRecord as JSON text (a string)")
-    if (record is None) != (co_sig is None) or (co_sig is not None and not isinstance(co_sig, str)):
-        raise InvalidInput("record and co_sig_b64 go together (both strings)")
-    return {
-        "token": token,
-        "action_content": content,
-        "decision": decision,
-        "record": record,
-        "co_sig_b64": co_sig,
-        "reason": reason,
-    }
+class ApprovalSubmitTokenApi(KeyScopedSdkApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
+    class InputSerializer(serializers.Serializer[Any]):
+        """The vote; ``action_content`` is decoded strictly from the raw body (server.md §1
+        rules), every other member is held to the plain-body rules."""
 
-@extend_schema_view(
-    post=extend_schema(
+        token_b64 = StrictCharField(
+            allow_blank=True,
+            trim_whitespace=False,
+            help_text="The approval token's wire bytes, base64.",
+            error_messages={
+                key: "required, a base64 string" for key in ("required", "invalid", "null")
+            },
+        )
+        action_content = JsonObjectField(
+            help_text="The suspended receipt's content the token signs over.",
+            error_messages={"required": "required"},
+        )
+        decision = serializers.ChoiceField(
+            ["approved", "rejected"],
+            required=False,
+            allow_null=True,
+            help_text="Must match the token's signed decision (else 403).",
+            error_messages={"invalid_choice": "must be approved or rejected"},
+        )
+        reason = StrictCharField(
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            default="",
+            max_length=2000,
+            help_text="Display context.",
+            error_messages={
+                key: "a string of at most 2000 characters"
+                for key in ("invalid", "null", "max_length")
+            },
+        )
+        required_scope = serializers.CharField(
+            required=False,
+            help_text="Ignored: the scope is bound to the approval's rule server-side.",
+        )
+        record = serializers.CharField(
+            required=False,
+            help_text="A co-signed leg: the ApproverRecord, JSON text (with co_sig_b64).",
+        )
+        co_sig_b64 = serializers.CharField(required=False, help_text="The leg's signature, base64.")
+
+        class Meta:
+            ref_name = "SubmitTokenRequest"
+
+        def to_internal_value(self, data: Any) -> Any:
+            # record and co_sig_b64 keep their own rules (below), as sent; required_scope is
+            # ignored whatever it holds.
+            kept = {name: data[name] for name in ("record", "co_sig_b64") if name in data}
+            plain = {
+                name: value
+                for name, value in data.items()
+                if name not in ("record", "co_sig_b64", "required_scope")
+            }
+            validated: dict[str, Any] = dict(super().to_internal_value(plain))
+            return {**validated, **kept}
+
+        def validate_token_b64(self, token_b64: str) -> bytes:
+            try:
+                return base64.b64decode(token_b64, validate=True)
+            except (binascii.Error, ValueError):
+                raise serializers.ValidationError("not valid base64") from None
+
+        def validate_action_content(self, content: JsonValue) -> Any:
+            try:
+                return decode_content(content)
+            except DecodeError as error:
+                raise serializers.ValidationError(str(error)) from error
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            record, co_sig = attrs.get("record"), attrs.get("co_sig_b64")
+            if record is not None and not isinstance(record, str):
+                raise serializers.ValidationError(
+                    {"record": "the ApproverRecord as JSON text (a string)"}
+                )
+            if (record is None) != (co_sig is None) or (
+                co_sig is not None and not isinstance(co_sig, str)
+            ):
+                # A rule of the body as a whole: worded without a member name.
+                raise InvalidInput("record and co_sig_b64 go together (both strings)")
+            return {
+                "token": attrs["token_b64"],
+                "action_content": attrs["action_content"],
+                "decision": attrs.get("decision"),
+                "record": record,
+                "co_sig_b64": co_sig,
+                "reason": attrs["reason"],
+            }
+
+    @extend_schema(
         operation_id="approval_submit_token",
         summary="Record one vote from a human-signed approval token (scope approvals:write)",
         tags=["approvals"],
         parameters=[ACTION_HASH_PARAMETER],
-        request=json_body("SubmitTokenRequest"),
+        request=InputSerializer,
         responses={
-            200: ok("ApprovalView", "The updated approval."),
+            200: ok(ApprovalViewSerializer, "The updated approval."),
             **keyscoped_errors(
                 404,
                 413,
@@ -200,25 +273,44 @@ def _submit_body(raw: bytes) -> dict[str, Any]:
             ),
         },
     )
-)
-class ApprovalSubmitTokenApi(KeyScopedSdkApi):
-    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
-
     def post(self, request: Request, action_hash: str) -> Response:
         org = sdk_principal(request).org
-        body = _submit_body(read_json_bytes(request))
-        approval = approval_vote(org=org, action_hash=action_hash, **body)
-        return Response(approval_view(approval))
+        members = raw_body_members(read_json_bytes(request), raw=["action_content"])
+        data = self.InputSerializer(data=members)
+        data.is_valid(raise_exception=True)
+        approval = approval_vote(org=org, action_hash=action_hash, **data.validated_data)
+        return Response(ApprovalViewSerializer(approval).data)
 
 
-@extend_schema_view(
-    get=extend_schema(
+class ApprovalAssemblyApi(KeyScopedSdkApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        """What the SDK assembles the L1 receipt from (approvals.md §8)."""
+
+        class LegSerializer(serializers.Serializer[Any]):
+            record = serializers.CharField()
+            approver_pubkey_b64 = serializers.CharField()
+            co_sig_b64 = serializers.CharField()
+
+            class Meta:
+                ref_name = "ApprovalAssemblyLeg"
+
+        legs = LegSerializer(many=True)
+        threshold = serializers.IntegerField(min_value=1)
+        roster = serializers.ListField(child=serializers.CharField())
+        suspended_content = JsonObjectField()
+
+        class Meta:
+            ref_name = "ApprovalAssembly"
+
+    @extend_schema(
         operation_id="approval_assembly",
         summary="The co-signed legs to assemble the L1 receipt from (scope approvals:write)",
         tags=["approvals"],
         parameters=[ACTION_HASH_PARAMETER],
         responses={
-            200: ok("ApprovalAssembly"),
+            200: ok(OutputSerializer),
             **keyscoped_errors(
                 403,
                 404,
@@ -229,37 +321,11 @@ class ApprovalSubmitTokenApi(KeyScopedSdkApi):
             ),
         },
     )
-)
-class ApprovalAssemblyApi(KeyScopedSdkApi):
-    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
-
     def get(self, request: Request, action_hash: str) -> Response:
-        return Response(approval_assembly(org=sdk_principal(request).org, action_hash=action_hash))
+        assembly = approval_assembly(org=sdk_principal(request).org, action_hash=action_hash)
+        return Response(self.OutputSerializer(assembly).data)
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="approver_key_register",
-        summary="Register an approver's Ed25519 public key (scope approvers:write only)",
-        tags=["approvals"],
-        request=json_body("ApproverKeyRegisterRequest"),
-        responses={
-            200: ok(
-                "ApproverKey",
-                "Registered, unchanged (same key id and key) or rotated (same key id, new key: "
-                "the old key is revoked).",
-            ),
-            **keyscoped_errors(
-                403,
-                s409=keyscoped_error(
-                    "The placeholder decision key, an operator key seen in the org's receipts, "
-                    "or a key registered (or revoked) under another key id."
-                ),
-                s422=keyscoped_error("Not JSON or fails validation (not a 32-byte base64 key)."),
-            ),
-        },
-    )
-)
 class ApproverKeyRegisterApi(KeyScopedSdkApi):
     """POST /v1/orgs/register-approver-pubkey: scope ``approvers:write`` only."""
 
@@ -277,9 +343,48 @@ class ApproverKeyRegisterApi(KeyScopedSdkApi):
 
     class InputSerializer(serializers.Serializer[Any]):
         key_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
-        public_key = serializers.CharField(max_length=100)
+        public_key = serializers.CharField(
+            max_length=100, help_text="Ed25519 public key, base64 (32 bytes)."
+        )
         label = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)  # type: ignore[assignment]
 
+        class Meta:
+            ref_name = "ApproverKeyRegisterRequest"
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        status = serializers.ChoiceField(["registered"])
+        key_id = serializers.CharField()
+        public_key = serializers.CharField()
+        label = serializers.CharField()  # type: ignore[assignment]
+        change = serializers.ChoiceField(
+            ["registered", "unchanged", "rotated"],
+            help_text="What the upsert did; a rotation revoked the key id's old key.",
+        )
+
+        class Meta:
+            ref_name = "ApproverKey"
+
+    @extend_schema(
+        operation_id="approver_key_register",
+        summary="Register an approver's Ed25519 public key (scope approvers:write only)",
+        tags=["approvals"],
+        request=InputSerializer,
+        responses={
+            200: ok(
+                OutputSerializer,
+                "Registered, unchanged (same key id and key) or rotated (same key id, new key: "
+                "the old key is revoked).",
+            ),
+            **keyscoped_errors(
+                403,
+                s409=keyscoped_error(
+                    "The placeholder decision key, an operator key seen in the org's receipts, "
+                    "or a key registered (or revoked) under another key id."
+                ),
+                s422=keyscoped_error("Not JSON or fails validation (not a 32-byte base64 key)."),
+            ),
+        },
+    )
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -292,12 +397,11 @@ class ApproverKeyRegisterApi(KeyScopedSdkApi):
             actor=Actor.api(api_key=principal.api_key),
         )
         key = registered.key
-        return Response(
-            {
-                "status": "registered",
-                "key_id": key.key_id,
-                "public_key": key.public_key,
-                "label": key.label,
-                "change": registered.change,
-            }
-        )
+        answer = {
+            "status": "registered",
+            "key_id": key.key_id,
+            "public_key": key.public_key,
+            "label": key.label,
+            "change": registered.change,
+        }
+        return Response(self.OutputSerializer(answer).data)

@@ -6,12 +6,7 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_view,
-)
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,43 +16,81 @@ from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.audit.selectors import audit_chain_window
 from apps.common.errors import InvalidInput
 from apps.common.openapi import keyscoped_errors, ok
+from apps.common.vocabulary import TRUST_LEVELS
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required
+
+
+@extend_schema_field({"type": "string", "format": "date"})
+class _DateText(serializers.CharField):
+    """A date as sent, ``YYYY-MM-DD``; ``parse_window`` judges it (its words, its range)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
+
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="audit_chain",
-        summary="A window of the org's tamper-evident mirror chain, newest first (auditor+)",
-        tags=["dashboard"],
-        parameters=[
-            OpenApiParameter(
-                "limit",
-                {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
-                OpenApiParameter.QUERY,
-                description="Entries in the window.",
-            ),
-            OpenApiParameter(
-                "before",
-                {"type": "integer", "minimum": 1},
-                OpenApiParameter.QUERY,
-                description="Only entries with `seq` below this (the previous answer's `next`).",
-            ),
-        ],
-        responses={200: ok("AuditChain"), **keyscoped_errors(403, 422)},
-    )
-)
 class AuditChainApi(DashboardApi):
     permission_classes = [role_required(Role.AUDITOR)]
 
     class QuerySerializer(serializers.Serializer[Any]):
-        limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
-        before = serializers.IntegerField(min_value=1, required=False)
+        limit = serializers.IntegerField(
+            min_value=1,
+            max_value=MAX_LIMIT,
+            default=DEFAULT_LIMIT,
+            help_text="Entries in the window.",
+        )
+        before = serializers.IntegerField(
+            min_value=1,
+            required=False,
+            help_text="Only entries with `seq` below this (the previous answer's `next`).",
+        )
 
+    class OutputSerializer(serializers.Serializer[Any]):
+        class EntrySerializer(serializers.Serializer[Any]):
+            seq = serializers.IntegerField(min_value=1)
+            action_hash = serializers.CharField()
+            kind = serializers.CharField()
+            trust_level = serializers.ChoiceField(TRUST_LEVELS)
+            claimed_trust_level = serializers.ChoiceField(
+                ["", *TRUST_LEVELS],
+                required=False,
+                help_text="The receipt's own claim where it differs from `trust_level`.",
+            )
+            receipt_digest = serializers.CharField(help_text="BLAKE3 of `receipt`.")
+            supersedes_action_hash = serializers.CharField(allow_null=True)
+            superseded_by = serializers.CharField(allow_null=True)
+            prev_chain_hash = serializers.CharField()
+            chain_hash = serializers.CharField(help_text="server.md §3 link hash.")
+            received_at = serializers.DateTimeField()
+            receipt = serializers.CharField(help_text="The stored receipt (JCS text).")
+
+            class Meta:
+                ref_name = "AuditChainEntry"
+
+        head = serializers.CharField(help_text="The newest chain_hash (64 zeros: empty).")
+        size = serializers.IntegerField(min_value=0)
+        entries = EntrySerializer(many=True, help_text="Newest first.")
+        next = serializers.IntegerField(
+            source="next_before",
+            allow_null=True,
+            help_text="Pass as `before` for the next (older) page; null at the end.",
+        )
+
+        class Meta:
+            ref_name = "AuditChain"
+
+    @extend_schema(
+        operation_id="audit_chain",
+        summary="A window of the org's tamper-evident mirror chain, newest first (auditor+)",
+        tags=["dashboard"],
+        parameters=[QuerySerializer],
+        responses={200: ok(OutputSerializer), **keyscoped_errors(403, 422)},
+    )
     def get(self, request: Request) -> Response:
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -66,31 +99,40 @@ class AuditChainApi(DashboardApi):
             limit=query.validated_data["limit"],
             before=query.validated_data.get("before"),
         )
-        return Response(
-            {
-                "head": window.head,
-                "size": window.size,
-                "entries": window.entries,
-                "next": window.next_before,
-            }
-        )
+        return Response(self.OutputSerializer(window).data)
 
 
-@extend_schema_view(
-    post=extend_schema(
+class EvidenceExportApi(DashboardApi):
+    """POST /v1/evidence/export {from?, to?}: the evidence tar (auditor+), built on disk
+    and streamed (constant memory, whatever the window)."""
+
+    permission_classes = [role_required(Role.AUDITOR)]
+
+    class InputSerializer(serializers.Serializer[Any]):
+        """``{from?, to?}``, both ``YYYY-MM-DD`` and inclusive (``parse_window`` reads them).
+        The member names are Python keywords, hence declared in ``get_fields``."""
+
+        class Meta:
+            ref_name = "EvidenceExportRequest"
+
+        def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
+            return {name: _DateText(required=False, allow_null=True) for name in ("from", "to")}
+
+        def to_internal_value(self, data: Any) -> Any:
+            if not isinstance(data, dict):
+                raise InvalidInput("the body must be a JSON object {from?, to?}")
+            unknown = set(data) - {"from", "to"}
+            if unknown:
+                raise InvalidInput(f"unknown member(s): {', '.join(sorted(unknown))}")
+            if any(value is not None and not isinstance(value, str) for value in data.values()):
+                raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
+            return super().to_internal_value(data)
+
+    @extend_schema(
         operation_id="evidence_export",
         summary="The org's evidence tar: receipts, chain window, approvals, keys (auditor+)",
         tags=["dashboard"],
-        request={
-            "application/json": {
-                "type": "object",
-                "properties": {
-                    "from": {"type": "string", "format": "date"},
-                    "to": {"type": "string", "format": "date"},
-                },
-                "additionalProperties": False,
-            }
-        },
+        request=InputSerializer,
         responses={
             (200, "application/x-tar"): OpenApiResponse(
                 response=OpenApiTypes.BINARY,
@@ -101,25 +143,11 @@ class AuditChainApi(DashboardApi):
             **keyscoped_errors(403, 422),
         },
     )
-)
-class EvidenceExportApi(DashboardApi):
-    """POST /v1/evidence/export {from?, to?}: the evidence tar (auditor+), built on disk
-    and streamed (constant memory, whatever the window)."""
-
-    permission_classes = [role_required(Role.AUDITOR)]
-
     def post(self, request: Request) -> StreamingHttpResponse:
-        data = request.data
-        if not isinstance(data, dict):
-            raise InvalidInput("the body must be a JSON object {from?, to?}")
-        unknown = set(data) - {"from", "to"}
-        if unknown:
-            raise InvalidInput(f"unknown member(s): {', '.join(sorted(unknown))}")
-        values = [data.get(name) for name in ("from", "to")]
-        if any(value is not None and not isinstance(value, str) for value in values):
-            raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
-        window = parse_window(values[0], values[1])
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        window = parse_window(data.validated_data.get("from"), data.validated_data.get("to"))
         principal = console_principal(request)
-        org = principal.org
         actor = Actor.api(user=principal.membership.user)
-        return evidence_response(evidence_export(org=org, window=window, actor=actor), org=org)
+        archive = evidence_export(org=principal.org, window=window, actor=actor)
+        return evidence_response(archive, org=principal.org)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny, IsAuthenticated
@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from apps.api.base import ExceptionHandler
 from apps.api.keyscoped.base import keyscoped_exception_handler
 from apps.common.errors import Forbidden
-from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
+from apps.common.openapi import keyscoped_error, keyscoped_errors, ok
 from apps.tenancy.console_tokens import (
     ConsoleTokenRefused,
     ConsoleTokens,
@@ -27,13 +27,17 @@ from apps.tenancy.console_tokens import (
     console_tokens_refresh,
 )
 from apps.tenancy.credential_limits import failures_counted
+from apps.tenancy.models import Role
 
 
 class TokenPairOutput(serializers.Serializer[ConsoleTokens]):
-    access = serializers.CharField()
+    access = serializers.CharField(help_text="Session JWT for the dashboard plane.")
     refresh = serializers.CharField()
     access_expires_at = serializers.DateTimeField()
-    role = serializers.CharField()
+    role = serializers.ChoiceField(Role.choices)
+
+    class Meta:
+        ref_name = "ConsoleTokenPair"
 
 
 class _ConsoleTokenApi(APIView):
@@ -48,16 +52,27 @@ class _ConsoleTokenApi(APIView):
         return response
 
 
-@extend_schema_view(
-    post=extend_schema(
+class ConsoleTokenObtainApi(_ConsoleTokenApi):
+    """POST /v1/console/token {org}: a signed-in console user gets a session JWT pair."""
+
+    authentication_classes = [SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+
+    class InputSerializer(serializers.Serializer[dict[str, str]]):
+        org = serializers.SlugField()
+
+        class Meta:
+            ref_name = "ConsoleTokenRequest"
+
+    @extend_schema(
         operation_id="console_token_obtain",
         summary="A dashboard session JWT pair for a signed-in console member",
         description="Authenticated by the console (Django admin) session cookie, with its CSRF "
         "token in `X-CSRFToken`.",
         tags=["dashboard"],
-        request=json_body("ConsoleTokenRequest"),
+        request=InputSerializer,
         responses={
-            200: ok("ConsoleTokenPair"),
+            200: ok(TokenPairOutput),
             **keyscoped_errors(
                 422,
                 credential=False,
@@ -67,18 +82,8 @@ class _ConsoleTokenApi(APIView):
             ),
         },
     )
-)
-class ConsoleTokenObtainApi(_ConsoleTokenApi):
-    """POST /v1/console/token {org}: a signed-in console user gets a session JWT pair."""
-
-    authentication_classes = [SessionAuthentication]
-    permission_classes = [IsAuthenticated]
-
-    class Input(serializers.Serializer[dict[str, str]]):
-        org = serializers.SlugField()
-
     def post(self, request: Request) -> Response:
-        data = self.Input(data=request.data)
+        data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
             tokens = console_tokens_issue(
@@ -90,15 +95,27 @@ class ConsoleTokenObtainApi(_ConsoleTokenApi):
         return Response(TokenPairOutput(tokens).data)
 
 
-@extend_schema_view(
-    post=extend_schema(
+class ConsoleTokenRefreshApi(_ConsoleTokenApi):
+    """POST /v1/console/token/refresh {refresh}: a new pair with the member's current role;
+    the refresh token presented is spent (a second use is refused and ends the session)."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+
+    class InputSerializer(serializers.Serializer[dict[str, str]]):
+        refresh = serializers.CharField()
+
+        class Meta:
+            ref_name = "ConsoleTokenRefreshRequest"
+
+    @extend_schema(
         operation_id="console_token_refresh",
         summary="A new session JWT pair with the member's current role (refresh token spent)",
         tags=["dashboard"],
         auth=[],
-        request=json_body("ConsoleTokenRefreshRequest"),
+        request=InputSerializer,
         responses={
-            200: ok("ConsoleTokenPair"),
+            200: ok(TokenPairOutput),
             **keyscoped_errors(
                 422,
                 s401=keyscoped_error(
@@ -108,19 +125,8 @@ class ConsoleTokenObtainApi(_ConsoleTokenApi):
             ),
         },
     )
-)
-class ConsoleTokenRefreshApi(_ConsoleTokenApi):
-    """POST /v1/console/token/refresh {refresh}: a new pair with the member's current role;
-    the refresh token presented is spent (a second use is refused and ends the session)."""
-
-    authentication_classes: list[type] = []
-    permission_classes = [AllowAny]
-
-    class Input(serializers.Serializer[dict[str, str]]):
-        refresh = serializers.CharField()
-
     def post(self, request: Request) -> Response:
-        data = self.Input(data=request.data)
+        data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         # A refused refresh token counts against the client's address, as a failed session
         # token does; past the limit, 429 before the token is looked up.

@@ -2,100 +2,108 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Any
 
-from django.conf import settings
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import KeyScopedSdkApi
+from apps.api.serializers import BaseOutputSerializer, HashField, ReceiptField, raw_body_members
 from apps.approvals.services import claimed_action_hash, receipt_intake
-from apps.common.errors import InvalidInput, InvalidJson
-from apps.common.json_body import plain_member, read_json_bytes
-from apps.common.openapi import json_body, keyscoped_error, keyscoped_errors, ok
+from apps.common.json_body import read_json_bytes
+from apps.common.openapi import keyscoped_error, keyscoped_errors, ok
+from apps.common.vocabulary import TRUST_LEVELS
 from apps.receipts.errors import QuotaExceeded
 from apps.receipts.services import AppendOutcome
-from apps.receipts.verifier import DecodeError, JsonValue, object_members, parse_json
+from apps.receipts.verifier import JsonValue, object_members
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
-ACTION_HASH = re.compile(r"[0-9a-f]{64}")
 
+class ReceiptPushApi(KeyScopedSdkApi):
+    permission_classes = [scope_required(Scope.RECEIPTS_WRITE)]
 
-@dataclass(frozen=True)
-class PushInput:
-    receipt: JsonValue
-    supersedes_action_hash: str | None
+    class InputSerializer(serializers.Serializer[Any]):
+        """``{receipt, supersedes_action_hash?}``; unknown members are ignored."""
 
+        receipt = ReceiptField(error_messages={"required": "this member is required"})
+        supersedes_action_hash = HashField(
+            required=False,
+            allow_null=True,
+            help_text="Only when finalizing an approval: the suspended L0 entry this freshly "
+            "assembled L1 receipt supersedes.",
+            error_messages={"invalid": "must be 64 lowercase hex characters"},
+        )
 
-def parse_push_body(body: bytes) -> PushInput:
-    """``{receipt, supersedes_action_hash?}`` from the raw body, parsed once and strictly.
+        class Meta:
+            ref_name = "ReceiptPushRequest"
 
-    The body is parsed keeping repeated member names and number literals, so the receipt
-    subtree reaches the verifier exactly as sent (receipts.md §15); every other member is
-    held to the plain-body rules (no NUL, no repeated name, numbers in range).
-    """
-    try:
-        parsed = parse_json(body, max_depth=settings.JSON_BODY_MAX_DEPTH)
-    except DecodeError as error:
-        raise InvalidJson(f"invalid JSON body: {error}") from error
-    members = object_members(parsed)
-    if members is None:
-        raise InvalidInput("the body must be a JSON object {receipt, supersedes_action_hash?}")
-    names = [name for name, _ in members]
-    if len(names) != len(set(names)):
-        raise InvalidInput("the body repeats a member name")
-    values = dict(members)
-    for name, value in members:
-        if name != "receipt":
-            plain_member(name, value)
-    if "receipt" not in values:
-        raise InvalidInput("receipt: this member is required")
-    receipt = values["receipt"]
-    receipt_members = object_members(receipt)
-    if receipt_members is None:
-        raise InvalidInput("receipt: must be a JSON object")
-    content = dict(receipt_members).get("content")
-    if content is None or object_members(content) is None:
-        raise InvalidInput("receipt.content: must be present and a JSON object")
-    supersedes = values.get("supersedes_action_hash")
-    if supersedes is not None and (
-        not isinstance(supersedes, str) or not ACTION_HASH.fullmatch(supersedes)
-    ):
-        raise InvalidInput("supersedes_action_hash: must be 64 lowercase hex characters")
-    return PushInput(receipt=receipt, supersedes_action_hash=supersedes)
+        def validate_receipt(self, receipt: JsonValue) -> JsonValue:
+            if object_members(receipt) is None:
+                raise serializers.ValidationError("must be a JSON object")
+            return receipt
 
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            content = dict(object_members(attrs["receipt"]) or []).get("content")
+            if content is None or object_members(content) is None:
+                raise serializers.ValidationError(
+                    {"receipt.content": "must be present and a JSON object"}
+                )
+            return attrs
 
-def push_answer(outcome: AppendOutcome) -> dict[str, object]:
-    """``ReceiptPushResponse``: the entry, with the level the service stored (server.md §1)
-    and the receipt's own claim where it differs."""
-    answer: dict[str, object] = {
-        "status": "appended" if outcome.appended else "duplicate",
-        "entry_hash": outcome.action_hash,
-        "seq": outcome.seq,
-        "trust_level": outcome.trust_level,
-    }
-    if outcome.claimed_trust_level:
-        answer["claimed_trust_level"] = outcome.claimed_trust_level
-    return answer
+    class OutputSerializer(BaseOutputSerializer):
+        """The entry, with the level the service stored (server.md §1) and the receipt's
+        own claim where it differs."""
 
+        omit_when_empty = ("claimed_trust_level",)
 
-@extend_schema_view(
-    post=extend_schema(
+        status = serializers.SerializerMethodField()
+        entry_hash = serializers.CharField(
+            source="action_hash", help_text="Echoes the receipt's `action_hash`."
+        )
+        seq = serializers.IntegerField(min_value=1, help_text="Per-org mirror position.")
+        trust_level = serializers.ChoiceField(
+            TRUST_LEVELS, help_text="The level the service derived and stored (server.md §1)."
+        )
+        claimed_trust_level = serializers.ChoiceField(
+            TRUST_LEVELS,
+            required=False,
+            help_text="The receipt's own claim, only where it differs (lifecycle links).",
+        )
+
+        class Meta:
+            ref_name = "ReceiptPushResponse"
+
+        @extend_schema_field({"type": "string", "enum": ["appended", "duplicate"]})
+        def get_status(self, outcome: AppendOutcome) -> str:
+            return "appended" if outcome.appended else "duplicate"
+
+    class QuotaSerializer(serializers.Serializer[Any]):
+        """The org's monthly soft-cap is reached; the local chain is unaffected."""
+
+        status = serializers.ChoiceField(["quota_exceeded"])
+        entry_hash = serializers.CharField()
+        seq = serializers.IntegerField(allow_null=True)
+        detail = serializers.CharField()
+
+        class Meta:
+            ref_name = "ReceiptQuotaExceeded"
+
+    @extend_schema(
         operation_id="receipt_push",
         summary="Mirror one signed receipt (scope receipts:write)",
         tags=["receipts"],
-        request=json_body("ReceiptPushRequest"),
+        request=InputSerializer,
         responses={
-            201: ok("ReceiptPushResponse", "Verified and appended (`status` `appended`)."),
-            200: ok("ReceiptPushResponse", "Already mirrored (`status` `duplicate`): its `seq`."),
+            201: ok(OutputSerializer, "Verified and appended (`status` `appended`)."),
+            200: ok(OutputSerializer, "Already mirrored (`status` `duplicate`): its `seq`."),
             **keyscoped_errors(
                 403,
                 413,
-                s402=ok("ReceiptQuotaExceeded", "The org's monthly soft-cap is reached."),
+                s402=ok(QuotaSerializer, "The org's monthly soft-cap is reached."),
                 s404=keyscoped_error("`supersedes_action_hash` names no mirrored receipt."),
                 s409=keyscoped_error(
                     "Re-verification failed (`kind`), a refused supersede, or a chain constraint "
@@ -110,28 +118,30 @@ def push_answer(outcome: AppendOutcome) -> dict[str, object]:
             ),
         },
     )
-)
-class ReceiptPushApi(KeyScopedSdkApi):
-    permission_classes = [scope_required(Scope.RECEIPTS_WRITE)]
-
     def post(self, request: Request) -> Response:
         principal = sdk_principal(request)
-        push = parse_push_body(read_json_bytes(request))
+        members = raw_body_members(
+            read_json_bytes(request), shape="{receipt, supersedes_action_hash?}", raw=["receipt"]
+        )
+        data = self.InputSerializer(data=members)
+        data.is_valid(raise_exception=True)
+        receipt = data.validated_data["receipt"]
         try:
             outcome = receipt_intake(
                 org=principal.org,
-                receipt=push.receipt,
-                supersedes_action_hash=push.supersedes_action_hash,
+                receipt=receipt,
+                supersedes_action_hash=data.validated_data.get("supersedes_action_hash"),
                 api_key=principal.api_key,
             )
         except QuotaExceeded as refusal:
             quota = {
                 "status": "quota_exceeded",
-                "entry_hash": claimed_action_hash(push.receipt),
+                "entry_hash": claimed_action_hash(receipt),
                 "seq": None,
                 "detail": refusal.message,
             }
-            return Response(quota, status=refusal.status)
+            return Response(self.QuotaSerializer(quota).data, status=refusal.status)
         return Response(
-            push_answer(outcome), status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK
+            self.OutputSerializer(outcome).data,
+            status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
         )

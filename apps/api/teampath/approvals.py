@@ -18,17 +18,25 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 
 import orjson
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.teampath.base import TeamPathApi, parse_body
+from apps.api.serializers import (
+    BaseOutputSerializer,
+    HashField,
+    ReceiptField,
+    Rfc3339Field,
+    StrictCharField,
+    raw_body_members,
+)
+from apps.api.teampath.base import TeamPathApi
 from apps.approvals.content import is_suspended
 from apps.approvals.errors import ReceiptNotSuspended
 from apps.approvals.models import Approval, ApprovalStatus
@@ -38,44 +46,12 @@ from apps.approvals.services import (
     approval_vote_with_token,
     receipt_verify,
 )
-from apps.common.errors import InvalidInput
-from apps.common.json_body import plain_member, read_json_bytes
-from apps.common.openapi import (
-    json_body,
-    ok,
-    path_parameter,
-    teampath_error,
-    teampath_errors,
-)
-from apps.receipts.verifier import JsonValue, object_members
+from apps.common.json_body import read_json_bytes
+from apps.common.openapi import ok, path_parameter, teampath_error, teampath_errors
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 ROUTING_HINT_MAX_CHARS = 200
-
-
-def _rfc3339(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _members(value: JsonValue, allowed: set[str], shape: str) -> dict[str, Any]:
-    """A body object's members: no repeats, nothing unknown; every member but ``receipt``
-    held to the plain-body rules (``routingHint`` with a NUL is ``validation_failed``)."""
-    members = object_members(value)
-    if members is None:
-        raise InvalidInput(f"the body must be a JSON object {shape}")
-    names = [name for name, _ in members]
-    if len(names) != len(set(names)):
-        raise InvalidInput("the body repeats a member name")
-    unknown = sorted(set(names) - allowed)
-    if unknown:
-        raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
-    return {
-        name: member if name == "receipt" else plain_member(name, member)
-        for name, member in members
-    }
 
 
 def approval_outcome(approval: Approval) -> str:
@@ -91,52 +67,115 @@ def approval_outcome(approval: Approval) -> str:
     return approval.status
 
 
-def approval_record(approval: Approval) -> dict[str, Any]:
+class ApprovalVoteSerializer(serializers.Serializer[Any]):
+    approverPublicKey = serializers.CharField(source="approver_public_key")  # wire: camelCase
+    decision = serializers.ChoiceField(["approved", "rejected"])
+    votedAt = Rfc3339Field(source="voted_at")
+
+    class Meta:
+        ref_name = "ApprovalVote"
+
+
+class ApprovalRecordSerializer(serializers.Serializer[Any]):
     """The ``Approval`` record: the decision, the approver whose vote settled it, who voted
     how and when."""
-    outcome = approval_outcome(approval)
-    votes = list(approval.votes.all())
-    deciding = votes[-1] if votes and outcome != ApprovalStatus.PENDING else None
-    return {
-        "approvalId": approval.approval_id,
-        "actionHash": approval.action_hash,
-        "receiptId": approval.action_hash,
-        "decision": None if outcome == ApprovalStatus.PENDING else outcome,
-        "approverPublicKey": (
-            deciding.approver_public_key
-            if deciding is not None and outcome != ApprovalStatus.EXPIRED
-            else None
-        ),
-        "outcome": outcome,
-        "threshold": approval.threshold,
-        "approvedCount": approval.approved_count,
-        "routingHint": approval.routing_hint or None,
-        "createdAt": _rfc3339(approval.created_at),
-        "expiresAt": _rfc3339(approval.expires_at),
-        "decidedAt": _rfc3339(approval.resolved_at),
-        "votes": [
-            {
-                "approverPublicKey": vote.approver_public_key,
-                "decision": vote.decision,
-                "votedAt": _rfc3339(vote.voted_at),
-            }
-            for vote in votes
-        ],
-    }
+
+    approvalId = serializers.CharField(source="approval_id")
+    actionHash = HashField(source="action_hash", help_text="The suspended receipt's action_hash.")
+    receiptId = HashField(source="action_hash", help_text="The same as `actionHash`.")
+    decision = serializers.SerializerMethodField()
+    approverPublicKey = serializers.SerializerMethodField(
+        help_text="The key whose vote settled it; null while pending or expired."
+    )
+    outcome = serializers.SerializerMethodField()
+    threshold = serializers.IntegerField(min_value=1)
+    approvedCount = serializers.IntegerField(source="approved_count", min_value=0)
+    routingHint = serializers.SerializerMethodField()
+    createdAt = Rfc3339Field(source="created_at")
+    expiresAt = Rfc3339Field(source="expires_at", allow_null=True)
+    decidedAt = Rfc3339Field(source="resolved_at", allow_null=True)
+    votes = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "Approval"
+
+    @extend_schema_field(
+        {
+            "type": "string",
+            "nullable": True,
+            "enum": ["approved", "rejected", "expired", None],
+            "description": "The settled decision; null while pending.",
+        }
+    )
+    def get_decision(self, approval: Approval) -> str | None:
+        outcome = approval_outcome(approval)
+        return None if outcome == ApprovalStatus.PENDING else outcome
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_approverPublicKey(self, approval: Approval) -> str | None:
+        outcome = approval_outcome(approval)
+        votes = list(approval.votes.all())
+        if not votes or outcome in (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED):
+            return None
+        return votes[-1].approver_public_key
+
+    @extend_schema_field({"type": "string", "enum": ApprovalStatus.values})
+    def get_outcome(self, approval: Approval) -> str:
+        return approval_outcome(approval)
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_routingHint(self, approval: Approval) -> str | None:
+        return approval.routing_hint or None
+
+    @extend_schema_field(ApprovalVoteSerializer(many=True))
+    def get_votes(self, approval: Approval) -> list[dict[str, Any]]:
+        return list(ApprovalVoteSerializer(approval.votes.all(), many=True).data)
 
 
 APPROVAL_ID_PARAMETER = path_parameter("approval_id", "The id returned on opening.")
 
 
-@extend_schema_view(
-    post=extend_schema(
+class ApprovalOpenApi(TeamPathApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
+
+    class InputSerializer(serializers.Serializer[Any]):
+        receipt = ReceiptField(error_messages={"required": "this member is required"})
+        routingHint = StrictCharField(
+            source="routing_hint",
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            default="",
+            max_length=ROUTING_HINT_MAX_CHARS,
+            error_messages={
+                key: f"a string of at most {ROUTING_HINT_MAX_CHARS} chars"
+                for key in ("invalid", "null", "max_length")
+            },
+        )
+
+        class Meta:
+            ref_name = "OpenApprovalRequest"
+
+    class OutputSerializer(BaseOutputSerializer):
+        omit_when_empty = ("token",)
+
+        approvalId = serializers.CharField(source="approval_id")
+        token = serializers.CharField(
+            required=False, help_text="One-time approver token; only in the 201 answer."
+        )
+        expiresAt = Rfc3339Field(source="expires_at")
+
+        class Meta:
+            ref_name = "OpenApprovalResult"
+
+    @extend_schema(
         operation_id="approval_open",
         summary="Open an approval for a suspended receipt (scope approvals:write)",
         tags=["approvals"],
-        request=json_body("OpenApprovalRequest"),
+        request=InputSerializer,
         responses={
-            201: ok("OpenApprovalResult", "Opened; the one-time approver `token` is shown once."),
-            200: ok("OpenApprovalResult", "Opened before for this action: the same id, no token."),
+            201: ok(OutputSerializer, "Opened; the one-time approver `token` is shown once."),
+            200: ok(OutputSerializer, "Opened before for this action: the same id, no token."),
             **teampath_errors(
                 body=True,
                 s422=teampath_error(
@@ -147,20 +186,17 @@ APPROVAL_ID_PARAMETER = path_parameter("approval_id", "The id returned on openin
             ),
         },
     )
-)
-class ApprovalOpenApi(TeamPathApi):
-    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
-
     def post(self, request: Request) -> Response:
         org = sdk_principal(request).org
-        body = read_json_bytes(request)
-        members = _members(parse_body(body), {"receipt", "routingHint"}, "{receipt, routingHint?}")
-        if "receipt" not in members:
-            raise InvalidInput("receipt: this member is required")
-        hint = members.get("routingHint", "")
-        if not isinstance(hint, str) or len(hint) > ROUTING_HINT_MAX_CHARS:
-            raise InvalidInput(f"routingHint: a string of at most {ROUTING_HINT_MAX_CHARS} chars")
-        item = receipt_verify(members["receipt"], org=org, count_refusal=False)
+        members = raw_body_members(
+            read_json_bytes(request),
+            shape="{receipt, routingHint?}",
+            raw=["receipt"],
+            allowed=["receipt", "routingHint"],
+        )
+        data = self.InputSerializer(data=members)
+        data.is_valid(raise_exception=True)
+        item = receipt_verify(data.validated_data["receipt"], org=org, count_refusal=False)
         content: dict[str, Any] = orjson.loads(item.receipt.stored_text)["content"]
         if not is_suspended(content):
             raise ReceiptNotSuspended(
@@ -169,64 +205,83 @@ class ApprovalOpenApi(TeamPathApi):
         result = approval_open_with_access_token(
             org=org,
             content=content,
-            routing_hint=hint,
+            routing_hint=data.validated_data["routing_hint"],
             operator_keys=[key for key in [item.receipt.operator_public_key] if key],
         )
         approval = result.opened.approval
-        answer: dict[str, Any] = {"approvalId": approval.approval_id}
-        if result.token is not None:
-            answer["token"] = result.token
-        answer["expiresAt"] = _rfc3339(approval.expires_at)
+        answer = {
+            "approval_id": approval.approval_id,
+            "token": result.token,
+            "expires_at": approval.expires_at,
+        }
         created = result.opened.created
-        return Response(answer, status=HTTPStatus.CREATED if created else HTTPStatus.OK)
+        return Response(
+            self.OutputSerializer(answer).data,
+            status=HTTPStatus.CREATED if created else HTTPStatus.OK,
+        )
 
 
-@extend_schema_view(
-    get=extend_schema(
+class ApprovalPollApi(TeamPathApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
+
+    class OutputSerializer(BaseOutputSerializer):
+        omit_when_empty = ("approval",)
+
+        outcome = serializers.ChoiceField(ApprovalStatus.choices)
+        approval = ApprovalRecordSerializer(required=False, help_text="Present once settled.")
+
+        class Meta:
+            ref_name = "PollApprovalResult"
+
+    @extend_schema(
         operation_id="approval_poll",
         summary="Poll an approval's outcome (scope approvals:write)",
         tags=["approvals"],
         parameters=[APPROVAL_ID_PARAMETER],
         responses={
-            200: ok("PollApprovalResult", "`approval` is present once settled."),
+            200: ok(OutputSerializer, "`approval` is present once settled."),
             **teampath_errors(
                 s404=teampath_error(["approval_not_found", "not_found"], "No such approval here")
             ),
         },
     )
-)
-class ApprovalPollApi(TeamPathApi):
-    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
-
     def get(self, request: Request, approval_id: str) -> Response:
         approval = approval_get_by_id(org=sdk_principal(request).org, approval_id=approval_id)
         outcome = approval_outcome(approval)
-        result: dict[str, Any] = {"outcome": outcome}
-        if outcome != ApprovalStatus.PENDING:
-            result["approval"] = approval_record(approval)
-        return Response(result)
+        settled = outcome != ApprovalStatus.PENDING
+        poll = {"outcome": outcome, "approval": approval if settled else None}
+        return Response(self.OutputSerializer(poll).data)
 
 
-def _token_bytes(value: JsonValue) -> bytes:
-    members = _members(value, {"token"}, "{token}")
-    token = members.get("token")
-    if not isinstance(token, str) or not token:
-        raise InvalidInput("token: required, the approver's signed token in base64")
-    try:
-        return base64.b64decode(token, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInput("token: not valid base64") from None
+class ApprovalTokenSubmitApi(TeamPathApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
+    class InputSerializer(serializers.Serializer[Any]):
+        token = StrictCharField(
+            help_text="The approver's signed approval token, base64 (approvals.md §3).",
+            error_messages={
+                key: "required, the approver's signed token in base64"
+                for key in ("required", "invalid", "null", "blank")
+            },
+        )
 
-@extend_schema_view(
-    post=extend_schema(
+        class Meta:
+            ref_name = "TokenSubmitRequest"
+
+        def validate_token(self, token: str) -> bytes:
+            try:
+                return base64.b64decode(token, validate=True)
+            except (binascii.Error, ValueError):
+                raise serializers.ValidationError("not valid base64") from None
+
+    @extend_schema(
         operation_id="approval_token",
         summary="Settle an approval with the approver's signed token (scope approvals:write)",
         tags=["approvals"],
         parameters=[APPROVAL_ID_PARAMETER],
-        request=json_body("TokenSubmitRequest"),
+        request=InputSerializer,
         responses={
-            200: ok("Approval", "The approval record after the vote."),
+            200: ok(ApprovalRecordSerializer, "The approval record after the vote."),
             **teampath_errors(
                 body=True,
                 s403=teampath_error(
@@ -250,13 +305,13 @@ def _token_bytes(value: JsonValue) -> bytes:
             ),
         },
     )
-)
-class ApprovalTokenSubmitApi(TeamPathApi):
-    permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
-
     def post(self, request: Request, approval_id: str) -> Response:
         org = sdk_principal(request).org
-        token = _token_bytes(parse_body(read_json_bytes(request, max_bytes=64 * 1024)))
+        members = raw_body_members(
+            read_json_bytes(request, max_bytes=64 * 1024), shape="{token}", allowed=["token"]
+        )
+        data = self.InputSerializer(data=members)
+        data.is_valid(raise_exception=True)
         approval = approval_get_by_id(org=org, approval_id=approval_id)
-        settled = approval_vote_with_token(approval=approval, token=token)
-        return Response(approval_record(settled))
+        settled = approval_vote_with_token(approval=approval, token=data.validated_data["token"])
+        return Response(ApprovalRecordSerializer(settled).data)

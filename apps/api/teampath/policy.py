@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from datetime import UTC
 from functools import lru_cache
+from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.serializers import RawJsonField
 from apps.api.teampath.base import TeamPathApi, team_of_key
 from apps.common.openapi import ok, path_parameter, teampath_error, teampath_errors
 from apps.policy.errors import PolicyNotFound
@@ -37,8 +40,60 @@ def loaded_policy(toml: str) -> Policy:
     return loaded.policy
 
 
-@extend_schema_view(
-    get=extend_schema(
+class PolicyRuleSerializer(serializers.Serializer[Any]):
+    """One rule of the active policy (policy.md §8 rendering); its instance is the rendered
+    rule, whose members are already the wire's."""
+
+    class SubjectSerializer(serializers.Serializer[Any]):
+        kind = serializers.ChoiceField(["any", "workflow", "account"])
+        value = serializers.CharField(required=False)
+
+        class Meta:
+            ref_name = "PolicyRuleSubject"
+
+    class ConditionSerializer(serializers.Serializer[Any]):
+        field = serializers.CharField()
+        op = serializers.CharField()
+        value = RawJsonField(help_text="Any JSON value.")
+        display = serializers.CharField(allow_null=True)
+
+        class Meta:
+            ref_name = "PolicyRuleCondition"
+
+    id = serializers.CharField()
+    order = serializers.IntegerField()
+    enabled = serializers.BooleanField()
+    subject = SubjectSerializer()
+    verb = serializers.CharField()
+    scope = serializers.CharField()
+    decision = serializers.CharField()
+    conditions = ConditionSerializer(many=True)
+    approvers = serializers.ListField(child=serializers.CharField())
+    slaMinutes = serializers.IntegerField(allow_null=True)  # the wire names are camelCase
+    clientClearable = serializers.BooleanField()
+
+    class Meta:
+        ref_name = "PolicyRule"
+
+
+class TeamPolicyApi(TeamPathApi):
+    permission_classes = [scope_required(Scope.POLICY_READ)]
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        version = serializers.CharField(
+            source="policy_id", help_text="The active policy id; pin against it."
+        )
+        rules = PolicyRuleSerializer(many=True, help_text="Evaluation order, first match wins.")
+        fetchedAt = serializers.SerializerMethodField()
+
+        class Meta:
+            ref_name = "PolicyBundle"
+
+        @extend_schema_field({"type": "string", "format": "date-time"})
+        def get_fetchedAt(self, bundle: object) -> str:
+            return timezone.now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @extend_schema(
         operation_id="team_policy",
         summary="The team's policy bundle (scope policy:read)",
         tags=["policy"],
@@ -46,7 +101,7 @@ def loaded_policy(toml: str) -> Policy:
             path_parameter("team_id", "The team: the key's own org slug.", "^[-a-zA-Z0-9_]+$")
         ],
         responses={
-            200: ok("PolicyBundle"),
+            200: ok(OutputSerializer),
             **teampath_errors(
                 s404=teampath_error(
                     ["team_not_found", "policy_not_found", "not_found"],
@@ -55,19 +110,13 @@ def loaded_policy(toml: str) -> Policy:
             ),
         },
     )
-)
-class TeamPolicyApi(TeamPathApi):
-    permission_classes = [scope_required(Scope.POLICY_READ)]
-
     def get(self, request: Request, team_id: str) -> Response:
         org = team_of_key(sdk_principal(request), team_id)
         active = policy_active(org=org)
         if active.is_fail_safe:
             raise PolicyNotFound(f"team {team_id!r} has no policy deployed")
-        return Response(
-            {
-                "version": active.policy_id,
-                "rules": render_policy_json(loaded_policy(active.toml)),
-                "fetchedAt": timezone.now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-        )
+        bundle = {
+            "policy_id": active.policy_id,
+            "rules": render_policy_json(loaded_policy(active.toml)),
+        }
+        return Response(self.OutputSerializer(bundle).data)

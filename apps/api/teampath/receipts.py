@@ -14,9 +14,11 @@ from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.serializers import BaseOutputSerializer, ReceiptField
 from apps.api.teampath.base import TeamPathApi, domain_error_response, parse_body
 from apps.approvals.services import (
     claimed_action_hash,
@@ -25,14 +27,8 @@ from apps.approvals.services import (
 )
 from apps.common.errors import DomainError, InvalidInput
 from apps.common.json_body import read_json_bytes
-from apps.common.openapi import (
-    json_body,
-    list_of,
-    ok,
-    receipt_refusal,
-    teampath_error,
-    teampath_errors,
-)
+from apps.common.openapi import ok, receipt_refusal, ref, teampath_error, teampath_errors
+from apps.common.vocabulary import TRUST_LEVELS
 from apps.receipts.errors import (
     BatchTooLarge,
     ChainConstraint,
@@ -61,26 +57,65 @@ def rejection_reason(refusal: DomainError) -> str:
     return f"{refusal.code}: {detail}"
 
 
+class OutboxPushResultSerializer(BaseOutputSerializer):
+    """``OutboxPushResult`` of one receipt: stored (with the level the service stored and the
+    receipt's own claim where it differs, server.md §1; members the SDKs ignore) or refused
+    (with the reason). Its instance is a dict with the snake_case names."""
+
+    omit_when_empty = ("trustLevel", "claimedTrustLevel", "rejectionReason")
+
+    receiptId = serializers.CharField(  # the wire names are camelCase
+        source="receipt_id",
+        help_text='The receipt\'s `content.action_hash` ("" when it has none).',
+    )
+    accepted = serializers.BooleanField()
+    trustLevel = serializers.ChoiceField(
+        TRUST_LEVELS,
+        source="trust_level",
+        required=False,
+        help_text="Only when accepted: the level the service derived and stored.",
+    )
+    claimedTrustLevel = serializers.ChoiceField(
+        TRUST_LEVELS,
+        source="claimed_trust_level",
+        required=False,
+        help_text="Only where the receipt's own claim differs (lifecycle links).",
+    )
+    rejectionReason = serializers.CharField(
+        source="rejection_reason",
+        required=False,
+        help_text='Only when refused: `"<kind>: <detail>"` (e.g. `Malformed: ...`).',
+    )
+
+    class Meta:
+        ref_name = "OutboxPushResult"
+
+
 def accepted_result(outcome: AppendOutcome) -> dict[str, Any]:
-    """``OutboxPushResult`` of a stored receipt, with the level the service stored and the
-    receipt's own claim where it differs (server.md §1; members the SDKs ignore)."""
-    result: dict[str, Any] = {
-        "receiptId": outcome.action_hash,
-        "accepted": True,
-        "trustLevel": outcome.trust_level,
-    }
-    if outcome.claimed_trust_level:
-        result["claimedTrustLevel"] = outcome.claimed_trust_level
-    return result
+    """``OutboxPushResult`` of a stored receipt."""
+    return dict(
+        OutboxPushResultSerializer(
+            {
+                "receipt_id": outcome.action_hash,
+                "accepted": True,
+                "trust_level": outcome.trust_level,
+                "claimed_trust_level": outcome.claimed_trust_level,
+            }
+        ).data
+    )
 
 
 def refused_result(receipt: JsonValue, refusal: DomainError) -> dict[str, Any]:
     """``OutboxPushResult`` of a refused receipt, named by the hash it claims."""
-    return {
-        "receiptId": claimed_action_hash(receipt),
-        "accepted": False,
-        "rejectionReason": rejection_reason(refusal),
-    }
+    return dict(
+        OutboxPushResultSerializer(
+            {
+                "receipt_id": claimed_action_hash(receipt),
+                "accepted": False,
+                "rejection_reason": rejection_reason(refusal),
+            }
+        ).data
+    )
 
 
 @extend_schema_view(
@@ -88,10 +123,10 @@ def refused_result(receipt: JsonValue, refusal: DomainError) -> dict[str, Any]:
         operation_id="receipt_push",
         summary="Submit one signed receipt to the outbox (scope receipts:write)",
         tags=["receipts"],
-        request=json_body("ActionReceipt"),
+        request={"application/json": ref("ActionReceipt")},
         responses={
-            201: ok("OutboxPushResult", "Stored (`accepted` true)."),
-            200: ok("OutboxPushResult", "Already stored (the same `action_hash`)."),
+            201: ok(OutboxPushResultSerializer, "Stored (`accepted` true)."),
+            200: ok(OutboxPushResultSerializer, "Already stored (the same `action_hash`)."),
             **teampath_errors(
                 body=True,
                 s400=teampath_error(
@@ -144,6 +179,21 @@ class ReceiptPushApi(TeamPathApi):
         )
 
 
+class ReceiptBatchInputSerializer(serializers.Serializer[Any]):
+    """``{"receipts": [...]}``: 1 to ``TEAMPATH_BATCH_MAX`` receipts, each handed on as the
+    strict decoder parsed it. The body is checked by ``parse_batch_body``: too many receipts
+    is its own code (``batch_too_large``), which a list field's length check cannot say."""
+
+    receipts = serializers.ListField(
+        child=ReceiptField(),
+        min_length=1,
+        max_length=settings.TEAMPATH_BATCH_MAX,
+    )
+
+    class Meta:
+        ref_name = "ReceiptBatchRequest"
+
+
 def parse_batch_body(value: JsonValue) -> list[JsonValue]:
     """The ``receipts`` array of ``{"receipts": [...]}``: 1 to ``TEAMPATH_BATCH_MAX`` items."""
     members = object_members(value)
@@ -173,9 +223,11 @@ def parse_batch_body(value: JsonValue) -> list[JsonValue]:
         operation_id="receipt_push_batch",
         summary="Submit several receipts; one result per receipt, in order (receipts:write)",
         tags=["receipts"],
-        request=json_body("ReceiptBatchRequest"),
+        request=ReceiptBatchInputSerializer,
         responses={
-            200: ok(list_of("OutboxPushResult"), "One result per receipt, in the order sent."),
+            200: ok(
+                OutboxPushResultSerializer(many=True), "One result per receipt, in the order sent."
+            ),
             **teampath_errors(
                 body=True,
                 s400=teampath_error(

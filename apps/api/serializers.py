@@ -1,0 +1,128 @@
+"""Serializer pieces both profiles' APIs share: field types and the base output serializer.
+
+The views' nested ``InputSerializer`` / ``OutputSerializer`` classes are the single
+description of every body; drf-spectacular infers the OpenAPI documents from them. The
+field types here keep the wire exactly as it was written by hand before: a receipt is
+handed through as the strict decoder parsed it, datetimes keep their profile's spelling,
+numbers are not coerced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from apps.common.errors import InvalidInput, InvalidJson
+from apps.common.json_body import plain_member
+from apps.common.openapi import HEX64, ref
+from apps.receipts.verifier import DecodeError, object_members, parse_json
+
+HASH_HELP = "64 lowercase hex"
+
+
+@extend_schema_field(OpenApiTypes.ANY)
+class RawJsonField(serializers.Field):  # type: ignore[type-arg]
+    """A member handed through exactly as the strict JSON decoder parsed it (``JsonValue``:
+    repeated member names and number spellings kept), in and out; nothing coerced."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(ref("ActionReceipt"))
+class ReceiptField(RawJsonField):
+    """A signed receipt: parsed by the receipt decoder later, never by a serializer (its
+    bytes are hashed and its signatures checked exactly as the SDK wrote them)."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class JsonObjectField(RawJsonField):
+    """A JSON object handed through untouched (a receipt's content, for instance)."""
+
+
+@extend_schema_field(OpenApiTypes.NUMBER)
+class PlainNumberField(RawJsonField):
+    """A number written as computed (an integer stays an integer)."""
+
+
+class HashField(serializers.RegexField):
+    """64 lowercase hex (an ``action_hash``, a policy hash)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", HASH_HELP)
+        super().__init__(HEX64, **kwargs)
+
+
+class IsoDateTimeField(serializers.DateTimeField):
+    """A datetime as ``datetime.isoformat()`` writes it (``+00:00``), the key-scoped
+    spelling."""
+
+    def to_representation(self, value: datetime) -> str:
+        return value.isoformat()
+
+
+class Rfc3339Field(serializers.DateTimeField):
+    """A datetime in UTC with a ``Z`` suffix, the team-path spelling."""
+
+    def to_representation(self, value: datetime) -> str:
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class BaseOutputSerializer(serializers.Serializer[Any]):
+    """Base of the output serializers: members named in ``omit_when_empty`` are left out
+    of the answer when None or ``""`` (declare them ``required=False``, which is also what
+    the document says of them)."""
+
+    omit_when_empty: ClassVar[tuple[str, ...]] = ()
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data: dict[str, Any] = dict(super().to_representation(instance))
+        for name in self.omit_when_empty:
+            if data.get(name) in (None, ""):
+                data.pop(name, None)
+        return data
+
+
+def raw_body_members(
+    body: bytes, *, shape: str = "", raw: Iterable[str] = (), allowed: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """The members of a raw-read JSON object body, for an input serializer.
+
+    Parsed once by the receipt decoder's strict reader: the members named in ``raw`` (a
+    receipt, its content) are handed on exactly as parsed, every other member is held to
+    the plain-body rules; a repeated name, and with ``allowed`` an unknown one, is refused.
+    """
+    try:
+        parsed = parse_json(body, max_depth=settings.JSON_BODY_MAX_DEPTH)
+    except DecodeError as error:
+        raise InvalidJson(f"invalid JSON body: {error}") from error
+    pairs = object_members(parsed)
+    if pairs is None:
+        raise InvalidInput(f"the body must be a JSON object {shape}".rstrip())
+    names = [name for name, _ in pairs]
+    if len(names) != len(set(names)):
+        raise InvalidInput("the body repeats a member name")
+    if allowed is not None:
+        unknown = sorted(set(names) - set(allowed))
+        if unknown:
+            raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
+    kept = set(raw)
+    return {name: value if name in kept else plain_member(name, value) for name, value in pairs}
+
+
+class StrictCharField(serializers.CharField):
+    """A string member that must be a JSON string (DRF's own would take a number too)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
