@@ -26,7 +26,7 @@ from apps.receipts.verifier import object_members, parse_json
 from apps.tenancy.models import Scope
 from apps.tenancy.services import api_key_issue
 from tests.receipts.factories import Agent
-from tests.teampath.conftest import TeamPathCaller, assert_error
+from tests.teampath_fixtures import TeamPathCaller, assert_error
 
 HEX = "ab" * 32
 
