@@ -20,6 +20,7 @@ from apps.console.urls import urlpatterns as console_urlpatterns
 from apps.policy.apis import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.receipts.apis import ReceiptPushApi
 from apps.tenancy.apis import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
+from apps.transparency.urls import log_urlpatterns
 
 urlpatterns = [
     # The service has no home page of its own: the root leads to the console.
@@ -58,6 +59,7 @@ urlpatterns = [
     path(
         "v1/console/token/refresh", ConsoleTokenRefreshApi.as_view(), name="console-token-refresh"
     ),
+    *log_urlpatterns("keyscoped"),
 ]
 
 handler400 = "apps.common.views.keyscoped_bad_request"

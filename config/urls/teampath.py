@@ -15,6 +15,7 @@ from apps.common.schema_views import schema_urlpatterns
 from apps.console.urls import urlpatterns as console_urlpatterns
 from apps.policy.teampath_apis import TeamPolicyApi
 from apps.receipts.teampath_apis import ReceiptBatchPushApi, ReceiptPushApi
+from apps.transparency.urls import log_urlpatterns
 
 urlpatterns = [
     # The service has no home page of its own: the root leads to the console.
@@ -36,6 +37,7 @@ urlpatterns = [
         ApprovalTokenSubmitApi.as_view(),
         name="approval-token",
     ),
+    *log_urlpatterns("teampath"),
 ]
 
 handler400 = "apps.common.views.teampath_bad_request"
