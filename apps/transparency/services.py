@@ -317,7 +317,7 @@ def witness_register(*, name: str, key: str, deactivate: bool = False) -> Witnes
     rotated = others.exclude(vkey=vkey).update(active=False, deactivated_at=now) > 0
     if existing is None:
         existing = Witness.objects.create(
-            name=name, public_key=public_key, key_id=vkey.split("+")[1], vkey=vkey
+            name=name, public_key=public_key, key_id=parse_vkey(vkey).key_id.hex(), vkey=vkey
         )
     else:
         existing.active = True

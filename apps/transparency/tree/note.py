@@ -213,10 +213,11 @@ def parse_vkey(vkey: str) -> WitnessKey:
     """A type-0x04 (cosignature/v1) vkey whose key ID is right; NoteError otherwise."""
     if not isinstance(vkey, str):
         raise NoteError("a vkey is a string")
-    parts = vkey.split("+")
-    if len(parts) != 3:
+    # The name has no '+'; the b64 key may.
+    name, _, rest = vkey.partition("+")
+    hex_id, separator, encoded = rest.partition("+")
+    if not separator:
         raise NoteError("a vkey is name+keyid+key")
-    name, hex_id, encoded = parts
     if not is_valid_key_name(name):
         raise NoteError("bad key name")
     if not _HEX8_RE.match(hex_id):
