@@ -11,11 +11,14 @@ import re
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.openapi import AutoSchema
+from django.http import HttpRequest, HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -24,8 +27,6 @@ from rest_framework.response import Response
 from apps.common.api import ExceptionHandler, RateLimitedApi, keyscoped_exception_handler
 from apps.common.errors import InvalidInput
 from apps.common.openapi import (
-    DashboardJwtScheme,
-    SdkApiKeyScheme,
     keyscoped_error,
     keyscoped_errors,
     teampath_error,
@@ -99,20 +100,6 @@ class SdkOrSessionAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="sdk"'
-
-
-class SdkOrSessionScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    target_class = "apps.transparency.apis.SdkOrSessionAuthentication"
-    name = ["ApiKeyHeader", "ApiKeyBearer", "SessionJwt"]
-    priority = 1
-
-    def get_security_requirement(self, auto_schema: AutoSchema) -> list[dict[str, list[Any]]]:
-        return [{"ApiKeyHeader": []}, {"ApiKeyBearer": []}, {"SessionJwt": []}]
-
-    def get_security_definition(self, auto_schema: AutoSchema) -> list[Any]:
-        sdk = SdkApiKeyScheme(ApiKeyAuthentication).get_security_definition(auto_schema)
-        jwt = DashboardJwtScheme(ConsoleJwtAuthentication).get_security_definition(auto_schema)
-        return [*sdk, jwt]
 
 
 # -- bases -------------------------------------------------------------------------------
@@ -276,12 +263,16 @@ def _public_errors(profile: str, **codes: list[str]) -> dict[int, OpenApiRespons
     return keyscoped_errors(*(int(key[1:]) for key in codes), credential=False)
 
 
-def _schema(profile: str, operation: str, summary: str, **kwargs: Any) -> Any:
-    return extend_schema(
-        operation_id=f"{operation}_{profile}" if profile == "teampath" else operation,
-        summary=summary,
-        tags=["transparency"],
-        **kwargs,
+def _schema(profile: str, operation: str, summary: str, method: str = "get", **kwargs: Any) -> Any:
+    return extend_schema_view(
+        **{
+            method: extend_schema(
+                operation_id=f"{operation}_{profile}" if profile == "teampath" else operation,
+                summary=summary,
+                tags=["transparency"],
+                **kwargs,
+            )
+        }
     )
 
 
@@ -415,6 +406,7 @@ def _views(profile: str) -> dict[str, type[Any]]:
         profile,
         "log_cosignature_submit",
         "Submit a registered witness's cosignature/v1 line",
+        method="post",
         auth=[],
         request={"application/json": COSIGNATURE_BODY},
         responses={
@@ -482,25 +474,34 @@ TEAMPATH = _views("teampath")
 _PENDING = "Not yet in a checkpoint: retry after `Retry-After` seconds"
 
 
-@extend_schema(
-    operation_id="receipt_proof",
-    summary="A mirrored receipt's transparency proof object (SDK: receipts:write; auditor+)",
-    tags=["transparency"],
-    responses={
-        200: OpenApiResponse(PROOF_OBJECT, description="The proof object (§5.1)"),
-        **keyscoped_errors(
-            403,
-            s404=keyscoped_error("No such receipt for the caller"),
-            s409=keyscoped_error(_PENDING),
-        ),
-    },
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="receipt_proof",
+        summary="A mirrored receipt's transparency proof object (SDK: receipts:write; auditor+)",
+        tags=["transparency"],
+        responses={
+            200: OpenApiResponse(PROOF_OBJECT, description="The proof object (§5.1)"),
+            **keyscoped_errors(
+                403,
+                s404=keyscoped_error("No such receipt for the caller"),
+                s409=keyscoped_error(_PENDING),
+            ),
+        },
+    )
 )
 class ReceiptProofApi(_ProfileApi):
     """GET /v1/receipts/{action_hash}/proof, key-scoped: SDK plane or dashboard plane."""
 
-    authentication_classes = [SdkOrSessionAuthentication]
+    # Both planes, as the OpenAPI document says; a request's credential goes to its own
+    # plane's check only (SdkOrSessionAuthentication).
+    authentication_classes = [ApiKeyAuthentication, ConsoleJwtAuthentication]
     permission_classes = [scope_required(Scope.RECEIPTS_WRITE) | role_required(Role.AUDITOR)]
     throttle_classes = [OrgRateThrottle, DashboardRateThrottle]
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
+        initialized = super().initialize_request(request, *args, **kwargs)
+        initialized.authenticators = (SdkOrSessionAuthentication(),)
+        return initialized
 
     def get(self, request: Request, action_hash: str) -> Response:
         principal: object = request.user
@@ -508,17 +509,19 @@ class ReceiptProofApi(_ProfileApi):
         return Response(receipt_proof(org=principal.org, action_hash=action_hash))
 
 
-@extend_schema(
-    operation_id="receipt_proof_teampath",
-    summary="A mirrored receipt's transparency proof object (the team's key, receipts:write)",
-    tags=["transparency"],
-    responses={
-        200: OpenApiResponse(PROOF_OBJECT, description="The proof object (§5.1)"),
-        **teampath_errors(
-            s404=teampath_error(["receipt_not_found"], "No such receipt for the key's team"),
-            s409=teampath_error(["proof_pending"], _PENDING),
-        ),
-    },
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="receipt_proof_teampath",
+        summary="A mirrored receipt's transparency proof object (the team's key, receipts:write)",
+        tags=["transparency"],
+        responses={
+            200: OpenApiResponse(PROOF_OBJECT, description="The proof object (§5.1)"),
+            **teampath_errors(
+                s404=teampath_error(["receipt_not_found"], "No such receipt for the key's team"),
+                s409=teampath_error(["proof_pending"], _PENDING),
+            ),
+        },
+    )
 )
 class TeamReceiptProofApi(_ProfileApi):
     """GET /v1/receipts/{receiptId}/proof, team-path."""
