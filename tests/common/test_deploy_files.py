@@ -239,3 +239,11 @@ def test_the_container_healthcheck_passes_against_a_ready_service(live_server, m
     assert healthcheck["main"]() == 0
     monkeypatch.setenv("GUNICORN_BIND", "127.0.0.1:1")
     assert healthcheck["main"]() == 1
+
+
+def test_the_transparency_log_publisher_is_scheduled() -> None:
+    publisher = (DEPLOY / "mirror-log-publisher.service").read_text()
+    assert "manage.py publish_checkpoint --periodic" in publisher
+    assert "EnvironmentFile=/etc/mirror/env" in publisher
+    assert '"publish_checkpoint", "--periodic"' in COMPOSE
+    assert "TRANSPARENCY_ORIGIN: ${TRANSPARENCY_ORIGIN:?" in COMPOSE

@@ -57,18 +57,26 @@ def test_the_proof_object_verifies_offline_after_an_epoch(cast, mirrored) -> Non
         answer = proof_of(APIClient(), action_hash, HTTP_X_API_KEY=cast.acme_key.secret)
         assert answer.status_code == HTTPStatus.OK
         proof = answer.json()
-        assert proof["leaf_index"] == index and proof["org_tree_size"] == 3
-        assert proof["epoch"] == 1 and proof["log_id"] == ORIGIN
+        assert proof["leaf_index"] == index
+        assert proof["org_tree_size"] == 3
+        assert proof["epoch"] == 1
+        assert proof["log_id"] == ORIGIN
         assert "cosignatures" not in proof  # none yet: left out, never []
         verdict = verify_proof(
-            action_hash=action_hash, proof=proof, origin=ORIGIN, witness_keys=[],
+            action_hash=action_hash,
+            proof=proof,
+            origin=ORIGIN,
+            witness_keys=[],
             required_cosignatures=0,
-        )  # fmt: skip
+        )
         assert verdict.valid, verdict
         assert not verify_proof(
-            action_hash=mirrored[(index + 1) % 3], proof=proof, origin=ORIGIN,
-            witness_keys=[], required_cosignatures=0,
-        ).valid  # fmt: skip
+            action_hash=mirrored[(index + 1) % 3],
+            proof=proof,
+            origin=ORIGIN,
+            witness_keys=[],
+            required_cosignatures=0,
+        ).valid
 
 
 def test_the_proof_route_answers_the_authorization_matrix(cast, mirrored, dashboard) -> None:
@@ -115,8 +123,15 @@ def test_consistency_proofs_of_the_top_log_verify(cast, mirrored, push) -> None:
     assert answer.status_code == HTTPStatus.OK
     proof = [bytes.fromhex(value) for value in answer.json()["proof"]]
     assert merkle.verify_consistency(2, 3, first.root, second.root, proof)
-    for query in ("first=0&second=3", "first=3&second=2", "first=1&second=4", "first=x&second=2",
-                  "second=2", "first=1&second=+2", "first=01&second=2x"):  # fmt: skip
+    for query in (
+        "first=0&second=3",
+        "first=3&second=2",
+        "first=1&second=4",
+        "first=x&second=2",
+        "second=2",
+        "first=1&second=+2",
+        "first=01&second=2x",
+    ):
         refused = client.get(f"/v1/log/consistency?{query}")
         assert refused.status_code == HTTPStatus.UNPROCESSABLE_ENTITY, query
     assert client.get("/v1/log/consistency?first=3&second=3").json()["proof"] == []
@@ -136,9 +151,12 @@ def test_org_consistency_is_between_published_heads_only(cast, mirrored, push) -
     found = answer.json()
     assert set(found) == {"org_id", "first", "second", "first_root", "second_root", "proof"}
     assert merkle.verify_consistency(
-        3, 5, bytes.fromhex(found["first_root"]), bytes.fromhex(found["second_root"]),
+        3,
+        5,
+        bytes.fromhex(found["first_root"]),
+        bytes.fromhex(found["second_root"]),
         [bytes.fromhex(value) for value in found["proof"]],
-    )  # fmt: skip
+    )
     for query in ("first=4&second=5", "first=3&second=6"):
         missing = client.get(f"/v1/log/orgs/{org_id}/consistency?{query}")
         assert missing.status_code == HTTPStatus.NOT_FOUND, query
@@ -156,10 +174,12 @@ def test_leaves_are_paged_and_name_no_tenant(cast, mirrored) -> None:
     answer = client.get("/v1/log/leaves?start=0&end=10")
     assert answer.status_code == HTTPStatus.OK
     found = answer.json()
-    assert found["start"] == 0 and found["end"] == 2
+    assert found["start"] == 0
+    assert found["end"] == 2
     assert [leaf["index"] for leaf in found["leaves"]] == [0, 1]
     text = answer.content.decode()
-    assert "acme" not in text and "globex" not in text
+    assert "acme" not in text
+    assert "globex" not in text
     for query in ("start=2&end=3", "start=1&end=1", "start=-1&end=1", "start=0"):
         assert client.get(f"/v1/log/leaves?{query}").status_code == 422, query
 
@@ -173,12 +193,15 @@ def test_tiles_are_served_immutable_when_covered(cast, mirrored) -> None:
     assert tile["Cache-Control"] == "public, max-age=31536000, immutable"
     leaves = client.get("/v1/log/leaves?start=0&end=2").json()["leaves"]
     expected = b"".join(
-        merkle.leaf_hash(note.org_head_leaf(x["org_id"], x["org_tree_size"], bytes.fromhex(x["org_root"])))
+        merkle.leaf_hash(
+            note.org_head_leaf(x["org_id"], x["org_tree_size"], bytes.fromhex(x["org_root"]))
+        )
         for x in leaves
-    )  # fmt: skip
+    )
     assert tile.content == expected
     bundle = client.get("/v1/log/tile/entries/000.p/2")
-    assert bundle.status_code == HTTPStatus.OK and len(bundle.content) == 2 * (2 + 106)
+    assert bundle.status_code == HTTPStatus.OK
+    assert len(bundle.content) == 2 * (2 + 106)
     for path in ("0/000.p/3", "0/000", "0/0000.p/1", "0/x000/000.p/1", "64/000.p/1", "0/000.p/01"):
         assert client.get(f"/v1/log/tile/{path}").status_code == HTTPStatus.NOT_FOUND, path
 
@@ -197,7 +220,8 @@ def test_a_registered_witness_cosigns_and_the_checkpoint_carries_it(cast, mirror
     line = note.cosign(W1_SEED, W1, now, body)
     accepted = _submit(2, line + "\n")
     assert accepted.status_code == HTTPStatus.CREATED, accepted.json()
-    assert accepted.json()["status"] == "accepted" and accepted.json()["timestamp"] == now
+    assert accepted.json()["status"] == "accepted"
+    assert accepted.json()["timestamp"] == now
     assert _submit(2, line).json()["status"] == "duplicate"
     newer = note.cosign(W1_SEED, W1, now + 1, body)
     assert _submit(2, newer).status_code == HTTPStatus.OK
@@ -207,9 +231,13 @@ def test_a_registered_witness_cosigns_and_the_checkpoint_carries_it(cast, mirror
     proof = proof_of(APIClient(), mirrored[1], HTTP_X_API_KEY=cast.acme_key.secret).json()
     assert proof["cosignatures"] == [{"witness_key": w1_vkey(), "signature": newer.split(" ")[2]}]
     assert verify_proof(
-        action_hash=mirrored[1], proof=proof, origin=ORIGIN, witness_keys=[w1_vkey()],
-        required_cosignatures=1, org_id=proof["org_id"],
-    ).valid  # fmt: skip
+        action_hash=mirrored[1],
+        proof=proof,
+        origin=ORIGIN,
+        witness_keys=[w1_vkey()],
+        required_cosignatures=1,
+        org_id=proof["org_id"],
+    ).valid
 
 
 def test_cosignature_refusals_in_order(cast, mirrored) -> None:

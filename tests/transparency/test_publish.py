@@ -40,7 +40,8 @@ def test_epochs_reproduce_the_vector_byte_for_byte() -> None:
         if expected is None:
             assert result.published is False
             continue
-        assert result.published and result.epoch == expected["epoch"]
+        assert result.published
+        assert result.epoch == expected["epoch"]
         checkpoint = Checkpoint.objects.get(epoch=expected["epoch"])
         assert checkpoint.body == expected["checkpoint_body"]
         leaves = TopLeaf.objects.filter(epoch=expected["epoch"]).order_by("index")
@@ -59,8 +60,12 @@ def test_epochs_reproduce_the_vector_byte_for_byte() -> None:
 
 def test_a_run_with_nothing_new_uses_no_epoch_number(cast) -> None:
     assert transparency_publish_epoch().as_dict() == {
-        "published": False, "epoch": None, "size": 0, "leaves": 0, "root": None,
-    }  # fmt: skip
+        "published": False,
+        "epoch": None,
+        "size": 0,
+        "leaves": 0,
+        "root": None,
+    }
     mirror(cast.acme, ["ab" * 32])
     first = transparency_publish_epoch()
     assert (first.published, first.epoch, first.size, first.leaves) == (True, 1, 1, 1)
@@ -89,14 +94,17 @@ def test_publication_refuses_another_origin_than_epoch_ones(cast) -> None:
     transparency_publish_epoch()
     assert LogState.objects.get().origin == "localhost/v1/log"
     mirror(cast.acme, ["cd" * 32])
-    with override_settings(TRANSPARENCY_ORIGIN="other.example/v1/log"):
-        with pytest.raises(OriginChanged):
-            transparency_publish_epoch()
+    with (
+        override_settings(TRANSPARENCY_ORIGIN="other.example/v1/log"),
+        pytest.raises(OriginChanged),
+    ):
+        transparency_publish_epoch()
     assert Checkpoint.objects.count() == 1
 
 
 def test_a_new_org_gets_an_opaque_log_id(cast) -> None:
     log_id = OrgLog.objects.get(org=cast.acme).log_id
-    assert log_id.startswith("olog_") and len(log_id) == 31
+    assert log_id.startswith("olog_")
+    assert len(log_id) == 31
     assert "acme" not in log_id
     assert OrgLog.objects.get(org=cast.globex).log_id != log_id

@@ -37,11 +37,23 @@ def stored(leaves: list[bytes]) -> merkle.NodeReader:
 
 def test_every_op_of_the_vectors_is_covered() -> None:
     tested = {
-        "tree_roots", "tree_root", "inclusion_proof", "consistency_proof", "verify_inclusion",
-        "verify_consistency", "org_head_leaf", "checkpoint_body", "checkpoint_note", "cosign",
-        "verify_cosignature", "tile_path", "tile", "entry_bundle", "publish_epochs",
+        "tree_roots",
+        "tree_root",
+        "inclusion_proof",
+        "consistency_proof",
+        "verify_inclusion",
+        "verify_consistency",
+        "org_head_leaf",
+        "checkpoint_body",
+        "checkpoint_note",
+        "cosign",
+        "verify_cosignature",
+        "tile_path",
+        "tile",
+        "entry_bundle",
+        "publish_epochs",
         "verify_proof",
-    }  # fmt: skip
+    }
     assert {case["op"] for case in VECTORS["cases"]} <= tested
 
 
@@ -95,9 +107,12 @@ def _hashes(values: list[str]) -> list[bytes]:
 def test_verify_inclusion(case: dict[str, Any]) -> None:
     i = case["inputs"]
     valid = merkle.verify_inclusion(
-        bytes.fromhex(i["leaf_hash"]), i["index"], i["size"], _hashes(i["proof"]),
+        bytes.fromhex(i["leaf_hash"]),
+        i["index"],
+        i["size"],
+        _hashes(i["proof"]),
         bytes.fromhex(i["root"]),
-    )  # fmt: skip
+    )
     assert valid is case["expected"]["valid"]
 
 
@@ -105,9 +120,12 @@ def test_verify_inclusion(case: dict[str, Any]) -> None:
 def test_verify_consistency(case: dict[str, Any]) -> None:
     i = case["inputs"]
     valid = merkle.verify_consistency(
-        i["first"], i["second"], bytes.fromhex(i["first_root"]), bytes.fromhex(i["second_root"]),
+        i["first"],
+        i["second"],
+        bytes.fromhex(i["first_root"]),
+        bytes.fromhex(i["second_root"]),
         _hashes(i["proof"]),
-    )  # fmt: skip
+    )
     assert valid is case["expected"]["valid"]
 
 
@@ -118,8 +136,10 @@ def test_org_head_leaf(case: dict[str, Any]) -> None:
     assert leaf.hex() == case["expected"]["leaf_hex"]
     assert merkle.leaf_hash(leaf).hex() == case["expected"]["leaf_hash"]
     assert note.parse_org_head_leaf(leaf) == (
-        i["org_id"], i["org_tree_size"], bytes.fromhex(i["org_root"])
-    )  # fmt: skip
+        i["org_id"],
+        i["org_tree_size"],
+        bytes.fromhex(i["org_root"]),
+    )
 
 
 @pytest.mark.parametrize("case", cases("checkpoint_body"))

@@ -1,6 +1,7 @@
 import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from apps.common.commands import json_line
@@ -18,13 +19,24 @@ class Command(BaseCommand):
         parser.add_argument(
             "--every", type=float, default=None, help="seconds between runs; runs until stopped"
         )
+        parser.add_argument(
+            "--periodic",
+            action="store_true",
+            help="run every TRANSPARENCY_EPOCH_SECONDS until stopped (exit 0 at once when 0)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        every = options["every"]
+        if options["periodic"]:
+            every = settings.TRANSPARENCY_EPOCH_SECONDS
+            if every <= 0:
+                self.stdout.write("periodic publication is off (TRANSPARENCY_EPOCH_SECONDS=0)")
+                return
         try:
-            if options["every"] is None:
+            if every is None:
                 self.stdout.write(json_line(transparency_publish_epoch().as_dict()))
                 return
-            for result in transparency_publish_every(seconds=max(0.1, options["every"])):
+            for result in transparency_publish_every(seconds=max(0.1, every)):
                 self.stdout.write(json_line(result.as_dict()))
                 self.stdout.flush()
         except OriginChanged as error:
