@@ -32,6 +32,7 @@ from apps.transparency.tree.note import checkpoint_note, is_hex64
 from apps.transparency.tree.tiles import TILE_WIDTH, TileRef, entry_bundle, tile_served
 
 MAX_LEAVES = 1000
+MAX_BIGINT = 2**63 - 1
 
 
 def latest_checkpoint() -> Checkpoint | None:
@@ -183,6 +184,8 @@ def org_consistency(*, org_id: str, first: int, second: int) -> OrgConsistency:
     """§5.4: between two published heads of an org (public: hashes and sizes only)."""
     if not 1 <= first <= second:
         raise InvalidInput("need 1 <= first <= second")
+    if second > MAX_BIGINT:
+        raise OrgHeadNotFound(f"no published head of {org_id} with those sizes")
     checkpoint = latest_checkpoint()
     limit = checkpoint.size if checkpoint else 0
     heads = {

@@ -344,15 +344,13 @@ class CosignatureResult:
         }
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def cosignature_submit(
     *, checkpoint_size: object, cosignature: object, now: datetime | None = None
 ) -> CosignatureResult:
     """§5.6, its checks in order; accepted only if it verifies over the stored body."""
-    if not _is_int(checkpoint_size) or checkpoint_size < 1:  # type: ignore[operator]
+    if not isinstance(checkpoint_size, int) or isinstance(checkpoint_size, bool):
+        raise InvalidInput("checkpoint_size must be an integer >= 1")
+    if checkpoint_size < 1:
         raise InvalidInput("checkpoint_size must be an integer >= 1")
     if not isinstance(cosignature, str):
         raise InvalidInput("cosignature must be a string (a cosignature/v1 line)")
@@ -367,7 +365,11 @@ def cosignature_submit(
     )
     if witness is None:
         raise WitnessUnknown(f"no active registered witness {parsed.name} {parsed.key_id.hex()}")
-    checkpoint = Checkpoint.objects.filter(size=checkpoint_size).first()
+    checkpoint = (
+        Checkpoint.objects.filter(size=checkpoint_size).first()
+        if checkpoint_size <= MAX_TIMESTAMP  # the largest bigint
+        else None
+    )
     if checkpoint is None:
         raise CheckpointNotFound(f"no checkpoint of size {checkpoint_size}")
     moment = now or timezone.now()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import reduce
 from operator import or_
 
@@ -19,7 +20,7 @@ def _where(needed: set[Node]) -> Q:
     return reduce(or_, (Q(level=level, index=index) for level, index in sorted(needed)))
 
 
-def _checked(needed: set[Node], rows: list[tuple[int, int, bytes]]) -> NodeHashes:
+def _checked(needed: set[Node], rows: Iterable[tuple[int, int, bytes | memoryview]]) -> NodeHashes:
     found = {(level, index): bytes(value) for level, index, value in rows}
     if len(found) != len(needed):
         raise MissingNode(f"missing tree node(s): {sorted(needed - set(found))[:4]}")
@@ -33,7 +34,7 @@ def org_node_reader(org_pk: int) -> NodeReader:
         rows = OrgTreeNode.objects.filter(_where(needed), org_id=org_pk).values_list(
             "level", "index", "hash"
         )
-        return _checked(needed, list(rows))
+        return _checked(needed, rows)
 
     return read
 
@@ -43,6 +44,6 @@ def top_node_reader() -> NodeReader:
         if not needed:
             return {}
         rows = TopNode.objects.filter(_where(needed)).values_list("level", "index", "hash")
-        return _checked(needed, list(rows))
+        return _checked(needed, rows)
 
     return read

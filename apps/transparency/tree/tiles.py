@@ -67,7 +67,8 @@ def parse_tile_path(path: str) -> TileRef | None:
 
 
 def tile_served(level: int, index: int, width: int, tree_size: int) -> bool:
-    return (index * TILE_WIDTH + width) * TILE_WIDTH**level <= tree_size
+    covered: int = (index * TILE_WIDTH + width) * TILE_WIDTH**level
+    return covered <= tree_size
 
 
 def entry_bundle(leaves: Iterable[bytes]) -> bytes:

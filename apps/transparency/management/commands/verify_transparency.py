@@ -39,13 +39,15 @@ def _op_inclusion(line: dict[str, Any]) -> bool:
 
 def _op_consistency(line: dict[str, Any]) -> bool:
     proof = _hashes(line.get("proof"))
-    roots = (line.get("first_root"), line.get("second_root"))
-    if proof is None or not all(is_hex64(root) for root in roots):
+    first_root, second_root = line.get("first_root"), line.get("second_root")
+    if proof is None or not isinstance(first_root, str) or not isinstance(second_root, str):
+        return False
+    if not is_hex64(first_root) or not is_hex64(second_root):
         return False
     if not _int(line.get("first")) or not _int(line.get("second")):
         return False
     return verify_consistency(
-        line["first"], line["second"], bytes.fromhex(roots[0]), bytes.fromhex(roots[1]), proof
+        line["first"], line["second"], bytes.fromhex(first_root), bytes.fromhex(second_root), proof
     )
 
 
