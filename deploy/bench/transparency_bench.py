@@ -115,7 +115,8 @@ def inner_proofs(args: argparse.Namespace) -> dict[str, object]:
         owner.commit()
     setup_seconds = time.perf_counter() - started
     epoch = transparency_publish_epoch()
-    assert epoch.published and OrgLog.objects.get(org=org).published_size == n
+    assert epoch.published
+    assert OrgLog.objects.get(org=org).published_size == n
     org = Org.objects.get(pk=org.pk)
     activate_orgs([org.pk])  # as a request of that org's key
     assert MirrorEntry.objects.filter(org=org).count() == n
