@@ -108,3 +108,20 @@ def test_a_new_org_gets_an_opaque_log_id(cast) -> None:
     assert len(log_id) == 31
     assert "acme" not in log_id
     assert OrgLog.objects.get(org=cast.globex).log_id != log_id
+
+
+def test_extension_in_small_chunks_and_batches_stores_the_same_trees(cast, monkeypatch) -> None:
+    from apps.transparency import services
+
+    monkeypatch.setattr(services, "EXTEND_CHUNK", 3)
+    monkeypatch.setattr(services, "ORGS_PER_BATCH", 1)
+    acme = [(bytes([n]) * 32).hex() for n in range(11)]
+    globex = [(bytes([100 + n]) * 32).hex() for n in range(4)]
+    mirror(cast.acme, acme)
+    mirror(cast.globex, globex)
+    assert org_trees_extend() == 15
+    for org, hashes in ((cast.acme, acme), (cast.globex, globex)):
+        log = OrgLog.objects.get(org=org)
+        assert log.tree_size == len(hashes)
+        assert bytes(log.tree_root) == merkle.root_of_leaves([bytes.fromhex(h) for h in hashes])
+    assert org_trees_extend() == 0
