@@ -23,6 +23,12 @@ from django.utils import timezone
 from apps.common.errors import InvalidInput
 from apps.receipts.models import MirrorEntry, MirrorHead
 from apps.tenancy.org_context import activate_all_orgs, activate_default
+from apps.transparency.bulk import (
+    org_logs_published,
+    org_nodes_insert,
+    org_trees_update,
+    top_nodes_insert,
+)
 from apps.transparency.errors import (
     CheckpointNotFound,
     CosignatureInvalid,
@@ -35,9 +41,7 @@ from apps.transparency.models import (
     Cosignature,
     LogState,
     OrgLog,
-    OrgTreeNode,
     TopLeaf,
-    TopNode,
     Witness,
 )
 from apps.transparency.storage import MissingNode, org_node_reader, top_node_reader
@@ -165,20 +169,14 @@ def _extend_batch(org_pks: list[int]) -> tuple[int, list[int]]:
         if not entries:
             return 0, []
         frontiers = _frontiers({org_pk: starts[org_pk] for org_pk in entries})
-        nodes: list[OrgTreeNode] = []
-        changed: list[OrgLog] = []
+        nodes: list[tuple[int, int, int, bytes]] = []
+        trees: list[tuple[int, int, bytes]] = []
         for org_pk, hashes in entries.items():
             created, edge, size = append_hashes(starts[org_pk], frontiers[org_pk], hashes)
-            nodes.extend(
-                OrgTreeNode(org_id=org_pk, level=level, index=index, hash=value)
-                for level, index, value in created
-            )
-            log = logs[org_pk]
-            log.tree_size = size
-            log.tree_root = root_of_frontier(edge)
-            changed.append(log)
-        OrgTreeNode.objects.bulk_create(nodes, batch_size=BULK_BATCH)
-        OrgLog.objects.bulk_update(changed, ["tree_size", "tree_root"], batch_size=BULK_BATCH)
+            nodes.extend((org_pk, level, index, value) for level, index, value in created)
+            trees.append((org_pk, size, root_of_frontier(edge)))
+        org_nodes_insert(nodes)
+        org_trees_update(trees)
         more = [org_pk for org_pk, hashes in entries.items() if len(hashes) == EXTEND_CHUNK]
         return sum(len(hashes) for hashes in entries.values()), more
 
@@ -295,18 +293,8 @@ def transparency_publish_epoch(*, now: datetime | None = None) -> EpochResult:
                 ],
                 batch_size=BULK_BATCH,
             )
-            TopNode.objects.bulk_create(
-                [TopNode(level=level, index=index, hash=value) for level, index, value in created],
-                batch_size=BULK_BATCH,
-            )
-            OrgLog.objects.bulk_update(
-                [
-                    OrgLog(org_id=org_pk, published_size=tree_size)
-                    for _, org_pk, tree_size, _ in changed
-                ],
-                ["published_size"],
-                batch_size=BULK_BATCH,
-            )
+            top_nodes_insert(created)
+            org_logs_published([(org_pk, tree_size) for _, org_pk, tree_size, _ in changed])
             root = root_of_frontier(edge)
             Checkpoint.objects.create(
                 epoch=epoch,
