@@ -21,6 +21,9 @@ run: $(VENV)/.installed
 	$(PY) manage.py bootstrap_demo --bind $(HOST)
 	@echo
 	@echo "Countersign is starting on http://$(HOST)/ (Ctrl-C stops it)."
+	@# The transparency log's epochs run beside the server (stopped with it).
+	$(PY) manage.py publish_checkpoint --periodic > /dev/null & publisher=$$!; \
+	trap 'kill $$publisher 2>/dev/null' EXIT INT TERM; \
 	$(PY) manage.py runserver $(HOST)
 
 lint: $(VENV)/.installed
