@@ -80,11 +80,15 @@ class TopLeaf(models.Model):
     index = models.BigIntegerField(primary_key=True)
     epoch = models.BigIntegerField()
     log_id = models.CharField(max_length=31)
-    # Kept when the org goes (no cascade, no constraint): published rows stay.
+    # The org the head is of, for the service's own reads (the org's tree nodes behind a
+    # public org consistency proof); never served. Kept when the org goes (no cascade, no
+    # constraint): published rows stay. Not named org_id: this table is public, not
+    # org-scoped (no row-level security), and that column name marks org-scoped tables.
     org = models.ForeignKey(
         Org,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
+        db_column="head_org_id",
         null=True,
         related_name="+",
         db_index=False,

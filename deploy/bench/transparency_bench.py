@@ -13,9 +13,11 @@ Measures, in one run:
     transaction), then the epoch transaction alone (trees already extended);
   * pushes with the log on against off, in the same run: ``POST /v1/receipts`` through
     gunicorn with the publisher (``publish_checkpoint --every 1``) running beside it, and
-    without it, alternated (off, on, off, on) with the same client and duration.
+    without it, alternated (off, on) ``--rounds`` times with the same client and duration;
+    the publisher's own CPU use during each 'on' run is reported too.
 
-    python deploy/bench/transparency_bench.py [--entries 1000000] [--orgs 1000] [--seconds 5]
+    python deploy/bench/transparency_bench.py [--entries 1000000] [--orgs 1000]
+        [--seconds 5] [--rounds 3] [--parts proofs,epochs,push]
 
 Load goes only to 127.0.0.1, and every loop is bounded by count and time.
 """
@@ -180,6 +182,12 @@ def inner_epochs(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def push_on_off(args: argparse.Namespace, env: dict[str, str]) -> list[dict[str, object]]:
     keys = setup_orgs(env, 8)
     per_run = int(args.seconds * 2500)
@@ -191,7 +199,7 @@ def push_on_off(args: argparse.Namespace, env: dict[str, str]) -> list[dict[str,
     results = []
     try:
         wait_ready(args.port)
-        for label in ("off", "on", "off", "on"):
+        for label in ("off", "on") * args.rounds:
             publisher = None
             if label == "on":
                 publisher = subprocess.Popen(
@@ -200,9 +208,12 @@ def push_on_off(args: argparse.Namespace, env: dict[str, str]) -> list[dict[str,
                     env=env,
                     stdout=subprocess.DEVNULL,
                 )
+                time.sleep(2)  # past its start-up: measure the periodic work, not the import
+            cpu_before = cpu_seconds(publisher.pid) if publisher else 0.0
             try:
                 run = load(args.port, push_requests(keys, per_run), args.clients, args.seconds)
             finally:
+                cpu = cpu_seconds(publisher.pid) - cpu_before if publisher else 0.0
                 if publisher is not None:
                     publisher.send_signal(signal.SIGTERM)
                     publisher.wait(timeout=30)
@@ -212,6 +223,7 @@ def push_on_off(args: argparse.Namespace, env: dict[str, str]) -> list[dict[str,
                     "pushes_per_s": round(run.rate, 1),
                     "p50_ms": round(run.percentile(0.5), 2),
                     "p99_ms": round(run.percentile(0.99), 2),
+                    "publisher_cpu_percent": round(100 * cpu / run.elapsed, 2),
                     "statuses": run.statuses,
                 }
             )
@@ -232,7 +244,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--port", type=int, default=8812)
-    parser.add_argument("--skip-push", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="off/on pairs of push runs")
+    parser.add_argument("--parts", default="proofs,epochs,push")
     parser.add_argument("--inner", choices=["proofs", "epochs"], help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -254,7 +267,8 @@ def main() -> None:
     passed = ["--database-url", args.database_url, "--owner-url", args.owner_url,
               "--entries", str(args.entries), "--proofs", str(args.proofs),
               "--orgs", str(args.orgs)]  # fmt: skip
-    for part in ("proofs", "epochs"):
+    parts = args.parts.split(",")
+    for part in [part for part in ("proofs", "epochs") if part in parts]:
         done = subprocess.run(
             [PY, __file__, "--inner", part, *passed],
             cwd=ROOT,
@@ -266,7 +280,7 @@ def main() -> None:
             sys.stderr.write(done.stderr[-4000:])
             raise SystemExit(f"the {part} benchmark failed")
         print(f"{part}: {done.stdout.strip().splitlines()[-1]}")
-    if not args.skip_push:
+    if "push" in parts:
         for row in push_on_off(args, env):
             print("push:", json.dumps(row))
 
