@@ -20,24 +20,20 @@ from apps.transparency.tree.note import is_valid_origin
 
 def origin_problems(*, origin: str, required: bool) -> list[CheckMessage]:
     if required and not origin:
-        return [
-            Error(
-                "TRANSPARENCY_ORIGIN is not set: the production settings need the log's origin",
-                hint="Set it to the log's URL prefix without scheme, e.g. "
-                "mirror.example.com/v1/log. It can never change once epoch 1 is published.",
-                id="mirror.E201",
-            )
-        ]
-    if origin and not is_valid_origin(origin):
-        return [
-            Error(
-                f"TRANSPARENCY_ORIGIN {origin!r} is not a valid origin",
-                hint="Non-empty, at most 255 bytes, no whitespace, no '+', no control "
-                "character (transparency.md §1).",
-                id="mirror.E201",
-            )
-        ]
-    return []
+        problem = "TRANSPARENCY_ORIGIN is not set: the production settings need the log's origin"
+    elif origin and not is_valid_origin(origin):
+        problem = f"TRANSPARENCY_ORIGIN {origin!r} is not a valid origin"
+    else:
+        return []
+    return [
+        Error(
+            problem,
+            hint="The log's URL prefix without scheme, e.g. mirror.example.com/v1/log: "
+            "non-empty, at most 255 bytes, no whitespace, no '+', no control character "
+            "(transparency.md §1). It can never change once epoch 1 is published.",
+            id="mirror.E201",
+        )
+    ]
 
 
 @register_check(Tags.compatibility)
