@@ -103,7 +103,11 @@ class TopLeaf(models.Model):
                 fields=["log_id", "org_tree_size"], name="transparency_top_leaf_head"
             )
         ]
-        indexes = [models.Index(fields=["epoch"], name="transparency_top_leaf_epoch")]
+        indexes = [
+            models.Index(fields=["epoch"], name="transparency_top_leaf_epoch"),
+            # An org's latest head below a checkpoint's size: the proof route's lookup.
+            models.Index(fields=["org", "index"], name="transparency_top_leaf_org"),
+        ]
         ordering = ["index"]
 
     def __str__(self) -> str:

@@ -25,7 +25,7 @@ from apps.transparency.errors import (
     ReceiptNotFound,
     TileNotFound,
 )
-from apps.transparency.models import Checkpoint, Cosignature, OrgLog, TopLeaf, TopNode, Witness
+from apps.transparency.models import Checkpoint, Cosignature, TopLeaf, TopNode, Witness
 from apps.transparency.storage import org_node_reader, top_node_reader
 from apps.transparency.tree.merkle import consistency_proof_from, inclusion_proof_from
 from apps.transparency.tree.note import checkpoint_note, is_hex64
@@ -84,10 +84,6 @@ def retry_after_seconds(checkpoint: Checkpoint | None, now: datetime | None = No
     return max(1, math.ceil(due))
 
 
-def org_log_id(org: Org) -> str | None:
-    return OrgLog.objects.filter(org=org).values_list("log_id", flat=True).first()
-
-
 def receipt_proof(*, org: Org, action_hash: str) -> dict[str, Any]:
     """§5.1: the proof object of the org's entry ``action_hash`` against the latest
     checkpoint. ReceiptNotFound for anything not an entry of ``org``; ProofPending while no
@@ -102,14 +98,9 @@ def receipt_proof(*, org: Org, action_hash: str) -> dict[str, Any]:
     if seq is None:
         raise ReceiptNotFound("no such receipt")
     checkpoint = latest_checkpoint()
-    log_id = org_log_id(org)
     head = None
-    if checkpoint is not None and log_id is not None:
-        head = (
-            TopLeaf.objects.filter(log_id=log_id, index__lt=checkpoint.size)
-            .order_by("-index")
-            .first()
-        )
+    if checkpoint is not None:
+        head = TopLeaf.objects.filter(org=org, index__lt=checkpoint.size).order_by("-index").first()
     if checkpoint is None or head is None or head.org_tree_size < seq:
         raise ProofPending(
             "this receipt is not yet in a checkpoint", retry_after=retry_after_seconds(checkpoint)
@@ -124,7 +115,7 @@ def receipt_proof(*, org: Org, action_hash: str) -> dict[str, Any]:
         "org_root": bytes(head.org_root).hex(),
         "org_tree_size": head.org_tree_size,
         "epoch": checkpoint.epoch,
-        "org_id": log_id,
+        "org_id": head.log_id,
         "top_leaf_index": head.index,
         "checkpoint": view.note,
     }
@@ -148,11 +139,8 @@ class InclusionStatus:
 
 
 def entry_inclusion_status(*, org_pk: int, seq: int) -> InclusionStatus:
-    log_id = OrgLog.objects.filter(org_id=org_pk).values_list("log_id", flat=True).first()
-    if log_id is None:
-        return InclusionStatus(covered=False, epoch=None, org_tree_size=None)
     head = (
-        TopLeaf.objects.filter(log_id=log_id, org_tree_size__gte=seq)
+        TopLeaf.objects.filter(org_id=org_pk, org_tree_size__gte=seq)
         .order_by("index")
         .values_list("epoch", "org_tree_size")
         .first()
