@@ -84,6 +84,14 @@ TEAMPATH_ERROR_CODES = (
     "rate_limited",
     "internal_error",
     "over_capacity",
+    # The transparency log (transparency.md §5.7).
+    "checkpoint_not_found",
+    "org_head_not_found",
+    "receipt_not_found",
+    "proof_pending",
+    "tile_not_found",
+    "witness_unknown",
+    "cosignature_invalid",
 )
 
 VERDICT_KINDS_DOC = (

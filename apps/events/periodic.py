@@ -30,6 +30,12 @@ class Periodic:
 
 SCHEDULE = (
     Periodic("sweep_approvals", tasks.sweep_approvals, lambda: settings.APPROVAL_SWEEP_SECONDS),
+    # The transparency log's epochs (transparency.md §3.3); 0 turns them off.
+    Periodic(
+        "publish_transparency_epoch",
+        tasks.publish_transparency_epoch,
+        lambda: settings.TRANSPARENCY_EPOCH_SECONDS,
+    ),
     Periodic("sweep_deliveries", tasks.sweep_deliveries, lambda: settings.DELIVERY_SWEEP_SECONDS),
     Periodic("prune_task_results", tasks.prune_task_results, lambda: 86_400),
 )
@@ -40,7 +46,10 @@ def enqueue_due(now: float | None = None) -> list[str]:
     now = time.time() if now is None else now
     enqueued = []
     for periodic in SCHEDULE:
-        every = max(1, periodic.every())
+        every = periodic.every()
+        if every <= 0:
+            continue  # turned off
+
         slot = int(now // every) * every
         try:
             with transaction.atomic():

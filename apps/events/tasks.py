@@ -24,6 +24,7 @@ from django_tasks_db import DatabaseBackend
 
 from apps.events.models import Delivery, DeliveryStatus, EmailSubscription, Event, WebhookEndpoint
 from apps.tenancy.models import Membership, Role
+from apps.transparency.services import transparency_publish_epoch
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,15 @@ def sweep_approvals() -> int:
     from apps.approvals.services import approvals_sweep
 
     return approvals_sweep()
+
+
+@task()
+def publish_transparency_epoch() -> int:
+    """One transparency log epoch (extend the org trees, publish a checkpoint if any grew);
+    idempotent, one transaction: a crash mid-run publishes nothing. The epoch number, or 0
+    when nothing was new."""
+    result = transparency_publish_epoch()
+    return result.epoch if result.published and result.epoch is not None else 0
 
 
 @task()

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "apps.receipts",
     "apps.policy",
     "apps.approvals",
+    "apps.transparency",
     "apps.audit",
     "apps.analytics",
     "apps.events",
@@ -255,6 +256,15 @@ RATE_LIMITS = {
 # Dashboard plane: its own limit, per console user.
 DASHBOARD_RATE_PER_MINUTE = env_int("DASHBOARD_RATE_PER_MINUTE", 300, minimum=1)
 DASHBOARD_RATE_BURST = env_int("DASHBOARD_RATE_BURST", 60, minimum=1)
+
+# The transparency log (transparency.md §1). The origin of epoch 1 is the log's for ever
+# (a system check and publication itself refuse another); production must set it.
+TRANSPARENCY_ORIGIN = env_str("TRANSPARENCY_ORIGIN", "localhost/v1/log")
+TRANSPARENCY_ORIGIN_REQUIRED = False
+# 0: no periodic publication (epochs only from manage.py publish_checkpoint).
+TRANSPARENCY_EPOCH_SECONDS = env_int("TRANSPARENCY_EPOCH_SECONDS", 10)
+TRANSPARENCY_PUBLIC_RATE_PER_MINUTE = env_int("TRANSPARENCY_PUBLIC_RATE_PER_MINUTE", 600, minimum=1)
+TRANSPARENCY_COSIGN_RATE_PER_MINUTE = env_int("TRANSPARENCY_COSIGN_RATE_PER_MINUTE", 60, minimum=1)
 # Off switch (load tests of the bare push path): "false" disables every rate limit.
 RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
 

@@ -8,6 +8,9 @@ SECRET_KEY = env_required("DJANGO_SECRET_KEY")
 API_KEY_DIGEST_SECRET = env_str("API_KEY_DIGEST_SECRET", SECRET_KEY)
 SIMPLE_JWT = {**SIMPLE_JWT, "SIGNING_KEY": SECRET_KEY}
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [])
+# The log's origin is named explicitly (system check mirror.E201).
+TRANSPARENCY_ORIGIN = env_str("TRANSPARENCY_ORIGIN", "")
+TRANSPARENCY_ORIGIN_REQUIRED = True
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 # TLS terminates at the reverse proxy (deploy/nginx.conf sets X-Forwarded-Proto).

@@ -27,6 +27,7 @@ from apps.api.keyscoped.events import (
 )
 from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.api.keyscoped.receipts import ReceiptPushApi
+from apps.api.transparency_urls import log_urlpatterns
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
 from apps.common.schema_views import schema_urlpatterns
@@ -102,6 +103,7 @@ urlpatterns = [
     path(
         "v1/console/token/refresh", ConsoleTokenRefreshApi.as_view(), name="console-token-refresh"
     ),
+    *log_urlpatterns("keyscoped"),
 ]
 
 handler400 = "apps.api.handlers.bad_request"

@@ -11,6 +11,7 @@ from apps.api.teampath.approvals import (
 )
 from apps.api.teampath.policy import TeamPolicyApi
 from apps.api.teampath.receipts import ReceiptBatchPushApi, ReceiptPushApi
+from apps.api.transparency_urls import log_urlpatterns
 from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
 from apps.common.schema_views import schema_urlpatterns
@@ -36,6 +37,7 @@ urlpatterns = [
         ApprovalTokenSubmitApi.as_view(),
         name="approval-token",
     ),
+    *log_urlpatterns("teampath"),
 ]
 
 handler400 = "apps.api.handlers.bad_request"

@@ -56,6 +56,8 @@ def environment(database_url: str, owner_url: str) -> dict[str, str]:
         ALLOWED_HOSTS="testserver",
         SECURE_SSL_REDIRECT="false",
         SECURE_HSTS_SECONDS="0",
+        # Production settings require the transparency log's origin (check mirror.E201).
+        TRANSPARENCY_ORIGIN="bench.example/v1/log",
     )
     return env
 

@@ -69,6 +69,8 @@ def env_for(database_url: str, port: int, workers: int) -> dict[str, str]:
         GUNICORN_WORKERS=str(workers),
         GUNICORN_ACCESSLOG="",
         RECEIPT_CAP_CUSTOM="100000000",
+        # Production settings require the transparency log's origin (check mirror.E201).
+        TRANSPARENCY_ORIGIN="bench.example/v1/log",
         # The limiter runs (its cost is part of the path) but never refuses the load.
         RATE_CUSTOM_PER_MINUTE="100000000",
         RATE_CUSTOM_BURST="100000",

@@ -274,6 +274,8 @@ def build_world(profile: str, cast: Any) -> World:
         }
     path_values = {
         "action_hash": content["action_hash"],
+        "receipt_id": content["action_hash"],
+        "tile": "0/000.p/1",
         "approval_id": approval_id,
         "ref": approval_id,
         "team_id": "acme",

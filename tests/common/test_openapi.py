@@ -119,6 +119,9 @@ def test_the_profiles_do_not_mix(documents):
 BINARY_ANSWERS = {
     ("/v1/evidence/export", "200"): "application/x-tar",
     ("/v1/evidence/exports/{export_id}/download", "200"): "application/x-tar",
+    # The transparency log's checkpoint note and tiles (transparency.md §5.3, §6).
+    ("/v1/log/checkpoint", "200"): "text/plain",
+    ("/v1/log/tile/{tile}", "200"): "application/octet-stream",
 }
 
 
@@ -214,8 +217,12 @@ def test_security_schemes_follow_the_planes(documents):
     assert security[("/v1/analytics", "get")] == [{"SessionJwt": []}]
     teampath = documents["teampath"]
     for path, method, operation in operations(teampath):
-        if path.startswith("/v1/"):
+        if path.startswith("/v1/log/"):  # the public transparency log: no credential
+            assert not operation.get("security"), (path, method)
+        elif path.startswith("/v1/"):
             assert operation["security"] == [{"BearerApiKey": []}], (path, method)
+    assert security[("/v1/receipts/{action_hash}/proof", "get")] == [*sdk, {"SessionJwt": []}]
+    assert not security[("/v1/log/checkpoint", "get")]
 
 
 @pytest.mark.django_db  # a request through every middleware (org context)

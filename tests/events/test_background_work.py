@@ -29,16 +29,38 @@ from tests.receipts.factories import Agent
 
 def test_each_periodic_task_is_enqueued_once_per_slot(db, settings) -> None:
     settings.APPROVAL_SWEEP_SECONDS = 60
+    settings.TRANSPARENCY_EPOCH_SECONDS = 60
     first = enqueue_due(now=1_000_000.0)
     again = enqueue_due(now=1_000_010.0)  # same slots: another worker, or the next tick
     later = enqueue_due(now=1_000_070.0)  # the next minute
 
-    assert sorted(first) == ["prune_task_results", "sweep_approvals", "sweep_deliveries"]
+    every_minute = ["publish_transparency_epoch", "sweep_approvals", "sweep_deliveries"]
+    assert sorted(first) == sorted([*every_minute, "prune_task_results"])
     assert again == []
-    assert sorted(later) == ["sweep_approvals", "sweep_deliveries"]
+    assert sorted(later) == every_minute
     paths = list(DBTaskResult.objects.values_list("task_path", flat=True))
     assert paths.count("apps.events.tasks.sweep_approvals") == 2
-    assert PeriodicSlot.objects.count() == 5
+    assert PeriodicSlot.objects.count() == 7
+
+
+def test_a_periodic_task_set_to_zero_seconds_is_off(db, settings) -> None:
+    settings.TRANSPARENCY_EPOCH_SECONDS = 0
+    assert "publish_transparency_epoch" not in enqueue_due(now=1_000_000.0)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_publishes_the_transparency_logs_epochs(cast, push) -> None:
+    from apps.transparency.models import Checkpoint
+
+    for receipt in Agent().session("sess-log", 3):
+        assert push(receipt).status_code == HTTPStatus.CREATED
+    enqueue_due()
+    work(lambda: Checkpoint.objects.exists())
+    checkpoint = Checkpoint.objects.get()
+    assert checkpoint.size == 1  # one org grew: one org-head leaf
+    result = DBTaskResult.objects.get(task_path="apps.events.tasks.publish_transparency_epoch")
+    assert (result.status, result.return_value) == ("SUCCESSFUL", 1)
 
 
 @pytest.mark.postgres

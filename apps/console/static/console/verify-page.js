@@ -73,6 +73,41 @@
     return value;
   }
 
+  /** The trust inputs for transparency proofs: the person's own, never the proof's. */
+  function readTrust() {
+    const value = (id) => (document.getElementById(id) ? document.getElementById(id).value.trim() : "");
+    const keys = value("tlog-keys").split(/\r?\n/).map((line) => line.trim()).filter((line) => line);
+    const required = value("tlog-required");
+    return { origin: value("tlog-origin"), keys: keys, required: required === "" ? keys.length : Number(required),
+      orgId: value("tlog-org") || null };
+  }
+
+  /** transparency.md §7 for each proof in a receipt's transparency[] (a Valid receipt only). */
+  async function transparencyOf(parsed, verdict) {
+    const proofs = member(parsed, "transparency");
+    if (!Array.isArray(proofs) || proofs.length === 0) return undefined;
+    if (verdict.kind !== "Valid") return { skipped: "the receipt itself does not verify" };
+    const trust = readTrust();
+    if (!trust.origin) return { skipped: "give the log's origin (and trusted witness keys) to check its proofs" };
+    const results = [];
+    for (const proof of proofs) {
+      results.push(await window.MirrorTransparency.verifyProof(verdict.action_hash, proof, trust.origin,
+        trust.keys, trust.required, trust.orgId));
+    }
+    return { results: results, required: trust.required };
+  }
+
+  /** One proof (JSON text) against explicit trust inputs: for scripts and tests. */
+  async function mirrorVerifyTransparencyProof(actionHash, proofText, origin, keys, required, orgId) {
+    let proof;
+    try {
+      proof = core.parseJson(proofText);
+    } catch (error) {
+      return { valid: false, reason: "malformed", detail: error.message };
+    }
+    return window.MirrorTransparency.verifyProof(actionHash, proof, origin, keys, required, orgId);
+  }
+
   /** Detects what was given and verifies it. */
   async function mirrorVerifyInput(text) {
     const trimmed = text.trim();
@@ -99,7 +134,8 @@
         }
         return { type: "session_chain", verdicts: verdicts, chain: chain };
       }
-      return { type: "receipt", verdict: plain(await core.verifyReceiptValue(parsed)) };
+      const verdict = plain(await core.verifyReceiptValue(parsed));
+      return { type: "receipt", verdict: verdict, transparency: await transparencyOf(parsed, verdict) };
     }
     const lines = trimmed.split(/\r?\n/).filter((line) => line.trim() !== "");
     if (lines.length > 1) {
@@ -149,6 +185,23 @@
     ]);
   }
 
+  function renderTransparency(out, transparency) {
+    if (transparency === undefined) return;
+    if (transparency.skipped) {
+      out.append(el("p", { class: "note", id: "tlog-result", "data-kind": "skipped" }, ["Transparency proofs not checked: " + transparency.skipped + "."]));
+      return;
+    }
+    transparency.results.forEach((result, index) => {
+      out.append(el("div", { class: "verdict " + (result.valid ? "ok" : "bad"), "data-tlog": result.valid ? "valid" : result.reason }, [
+        el("div", {}, [`Transparency proof #${index + 1} — `, el("span", { class: "kind" }, [result.valid ? "included" : result.reason])]),
+        rows(result.valid
+          ? [["org", result.org_id], ["leaf index", result.leaf_index], ["checkpoint size", result.checkpoint_size],
+            ["epoch", result.epoch], ["trusted cosignatures", `${result.cosigned_by} (${transparency.required} required)`]]
+          : [["detail", result.detail]]),
+      ]));
+    });
+  }
+
   function render(result) {
     const out = document.getElementById("result");
     out.replaceChildren();
@@ -157,6 +210,7 @@
     if (result.type === "receipt") {
       out.dataset.summary = result.verdict.kind;
       out.append(verdictBox("Receipt", result.verdict));
+      renderTransparency(out, result.transparency);
       return;
     }
     if (result.type === "jsonl" || result.type === "session_chain") {
@@ -223,6 +277,7 @@
   window.mirrorLinkHash = mirrorLinkHash;
   window.mirrorVerifySessionChain = mirrorVerifySessionChain;
   window.mirrorVerifyInput = mirrorVerifyInput;
+  window.mirrorVerifyTransparencyProof = mirrorVerifyTransparencyProof;
 
   document.addEventListener("DOMContentLoaded", () => {
     const input = document.getElementById("input");
