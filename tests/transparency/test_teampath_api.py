@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from apps.transparency.services import transparency_publish_epoch
 from apps.transparency.tree.proof import verify_proof
 from tests.receipts.factories import Agent
-from tests.teampath.conftest import TEAMPATH, TeamPathCaller
+from tests.teampath_fixtures import TEAMPATH, TeamPathCaller
 
 pytestmark = TEAMPATH
 
