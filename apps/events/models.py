@@ -24,6 +24,7 @@ class EventType(models.TextChoices):
     QUOTA_THRESHOLD = "quota.threshold", "quota.threshold"
     API_KEY_CREATED = "api_key.created", "api_key.created"
     API_KEY_REVOKED = "api_key.revoked", "api_key.revoked"
+    TRANSPARENCY_ALERT = "transparency.alert", "transparency.alert"
 
 
 # Members may opt in to email for these (the "approval events").

@@ -14,12 +14,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apps.common import outbound
 from apps.common.errors import InvalidInput
 from apps.receipts.models import MirrorEntry, MirrorHead
 from apps.tenancy.org_context import activate_all_orgs, activate_default
@@ -470,3 +472,25 @@ def cosignature_submit(
         except IntegrityError:
             continue  # a concurrent first submission won: read it as a duplicate
     raise CosignatureInvalid("the cosignature could not be stored; submit it again")
+
+
+# -- alerts ------------------------------------------------------------------------------
+
+
+def transparency_alerts_emit(*, alerts: list[str], log_url: str) -> int:
+    """Record a ``transparency.alert`` event for each alert the monitor raised: for the org
+    an alert names (by its log id), or for every org with a log when it is about the log as
+    a whole. Returns the events emitted."""
+    if not alerts:
+        return 0
+    now = timezone.now().isoformat().replace("+00:00", "Z")
+    emitted = 0
+    with every_org(), transaction.atomic():
+        logs = dict(OrgLog.objects.values_list("log_id", "org_id"))
+        for alert in alerts:
+            payload: dict[str, Any] = {"alert": alert, "log": log_url, "observed_at": now}
+            named = [org_id for log_id, org_id in logs.items() if log_id in alert]
+            for org_id in named or logs.values():
+                outbound.emit(org_id=org_id, event_type="transparency.alert", payload=payload.copy)
+                emitted += 1
+    return emitted

@@ -156,3 +156,24 @@ def test_an_event_in_a_rolled_back_savepoint_is_gone(cast, subscribed) -> None:
         except ValueError:
             pass
     assert _types(cast.acme) == []
+
+
+def test_a_monitor_alert_is_an_event_for_the_org_it_names_else_for_every_org(
+    cast, subscribed
+) -> None:
+    from apps.transparency.models import OrgLog
+    from apps.transparency.services import every_org, transparency_alerts_emit
+
+    with every_org():
+        acme_log = OrgLog.objects.get(org=cast.acme).log_id
+    named = f"{acme_log}: head size 3 after 5"
+    assert transparency_alerts_emit(alerts=[named], log_url="https://log.example") == 1
+    (event,) = EventRow.objects.filter(type="transparency.alert")
+    assert (event.org, event.payload["alert"], event.payload["log"]) == (
+        cast.acme,
+        named,
+        "https://log.example",
+    )
+    # About the log as a whole: every org with a log hears of it.
+    assert transparency_alerts_emit(alerts=["fork: another root at size 9"], log_url="x") == 2
+    assert EventRow.objects.filter(type="transparency.alert").count() == 2  # globex: no endpoint

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import DatabaseError
 
 from apps.common.commands import json_line
 from apps.transparency.client import LogClient, urllib_transport
 from apps.transparency.monitor import monitor_step
+from apps.transparency.services import transparency_alerts_emit
 
 logger = logging.getLogger("apps.transparency.monitor")
 
@@ -27,6 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--origin", required=True)
         parser.add_argument("--state-file", required=True, type=Path)
         parser.add_argument("--every", type=float, default=None, help="check every N seconds")
+        parser.add_argument(
+            "--no-events",
+            action="store_true",
+            help="do not record transparency.alert events (a monitor outside the deployment)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         client = LogClient(base_url=options["log"], transport=urllib_transport())
@@ -38,9 +45,15 @@ class Command(BaseCommand):
             self.stdout.write(json_line(report.as_dict()))
             for alert in report.alerts:
                 alerted = True
-                # The alert: a log line at ERROR (and, once outbound events exist, an event).
+                # The alert: a log line at ERROR, and a transparency.alert event (webhooks,
+                # Slack) for the orgs it concerns.
                 logger.error("transparency log alert: %s", alert)
                 self.stderr.write(json.dumps({"alert": alert}))
+            if report.alerts and not options["no_events"]:
+                try:
+                    transparency_alerts_emit(alerts=report.alerts, log_url=options["log"])
+                except DatabaseError:
+                    logger.warning("transparency.alert events not recorded: no database")
             if options["every"] is None:
                 break
             self.stdout.flush()
