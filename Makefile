@@ -39,7 +39,7 @@ checks: $(VENV)/.installed
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=config.settings.production \
 	DJANGO_SECRET_KEY=check-deploy-$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))') \
-	ALLOWED_HOSTS=mirror.example.com \
+	ALLOWED_HOSTS=mirror.example.com TRANSPARENCY_ORIGIN=mirror.example.com/v1/log \
 	$(PY) manage.py check --deploy --database default --fail-level WARNING
 
 pytest: $(VENV)/.installed
