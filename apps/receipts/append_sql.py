@@ -43,9 +43,13 @@ ENTRY_COLUMNS = [
     if not field.primary_key and field.column != "superseded_by"
 ]
 
-# Two branches, each an equality on one index, never an OR: a prepared statement's generic
+# Two branches, each a lookup on one index, never an OR: a prepared statement's generic
 # plan cannot know the values, and for an OR it may read the org's entries through an index
-# on the org alone, O(entries) per push (tests/receipts/test_append_plans.py).
+# on the org alone, O(entries) per push. The session neighbours are a range (seq - 1 to
+# seq), not ``IN (seq, seq - 1)``: with no statistics (a new table, autovacuum behind) a
+# generic plan may match an IN list on the index's last column as a filter, reading the
+# whole session per push; a range is always an index condition
+# (tests/receipts/test_append_plans.py).
 _RELATED_COLUMNS = (
     "id, seq, session_seq, action_hash, link_hash, trust_level, claimed_trust_level, session_id"
 )
@@ -53,7 +57,8 @@ _RELATED = (
     f"SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "  # noqa: S608
     "WHERE org_id = %s AND action_hash = %s "
     f"UNION ALL SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "
-    "WHERE org_id = %s AND session_id = %s AND session_seq IN (%s, %s) AND action_hash <> %s"
+    "WHERE org_id = %s AND session_id = %s AND session_seq BETWEEN %s AND %s "
+    "AND action_hash <> %s"
 )
 # The org's head row, by its primary key (``FOR UPDATE`` on PostgreSQL: the append lock).
 _LOCK_HEAD = f"SELECT size, head, month, month_count FROM {HEAD_TABLE} WHERE org_id = %s"  # noqa: S608
@@ -61,6 +66,11 @@ _CREATE_HEAD = (
     f"INSERT INTO {HEAD_TABLE} (org_id, size, head, month, month_count) "  # noqa: S608
     "VALUES (%s, 0, %s, '', 0) ON CONFLICT (org_id) DO NOTHING"
 )
+# The first statement of every append transaction on PostgreSQL: its statements are planned
+# (custom plans, then the generic plan cached for the connection's life) with sequential
+# scans off, so a plan made while a table was small, or had no statistics yet, is still an
+# index lookup once the table has grown. Local to the transaction.
+_INDEX_PLANS_ONLY = "SELECT set_config('enable_seqscan', 'off', true)"
 _ADVANCE_HEAD = (
     f"UPDATE {HEAD_TABLE} SET size = %s, head = %s, month = %s, month_count = %s "  # noqa: S608
     "WHERE org_id = %s"
@@ -120,7 +130,7 @@ class RelatedEntry:
 def _related_params(
     org_id: int, action_hash: str, session_id: str | None, session_seq: int | None
 ) -> list[Any]:
-    return [org_id, action_hash, org_id, session_id, session_seq, (session_seq or 0) - 1,
+    return [org_id, action_hash, org_id, session_id, (session_seq or 0) - 1, session_seq,
             action_hash]  # fmt: skip
 
 
@@ -138,6 +148,11 @@ class AppendStatements:
         else:
             cursor.execute(sql, params)
         return cursor
+
+    def plan_by_index(self) -> None:
+        """Plan this transaction's statements with sequential scans off (PostgreSQL)."""
+        if self._postgres:
+            self._send(_INDEX_PLANS_ONLY, [])
 
     def lock_and_read(
         self, *, org_id: int, action_hash: str, session_id: str | None, session_seq: int | None
@@ -211,10 +226,14 @@ def append_transaction() -> Iterator[AppendStatements]:
     settle()  # its statements bypass Django's cursors (and their org-context check)
     if can_pipeline():
         with pipelined_transaction() as new_cursor:
-            yield AppendStatements(new_cursor, postgres=True)
+            statements = AppendStatements(new_cursor, postgres=True)
+            statements.plan_by_index()
+            yield statements
     elif connection.vendor == "postgresql":
         with transaction.atomic(), prepared_cursors() as new_cursor:
-            yield AppendStatements(new_cursor, postgres=True)
+            statements = AppendStatements(new_cursor, postgres=True)
+            statements.plan_by_index()
+            yield statements
     else:
         with transaction.atomic():
             yield AppendStatements(connection.cursor, postgres=False)

@@ -1,10 +1,14 @@
 """Every statement of the append reads by an index, whatever the plan cache does.
 
 The append's statements are prepared once per connection; after five executions
-PostgreSQL may switch to a generic plan that knows none of the parameter values. A generic
-plan that reads the org's entries through an index on the org alone makes every push cost
-O(entries of the org). These tests force the generic plan on an org of thousands of
-entries and refuse any plan that scans the entry table or reads it by the org alone.
+PostgreSQL may switch to a generic plan that knows none of the parameter values, and keeps
+it for the connection's life. A generic plan that reads the org's entries through an index
+on the org alone, or matches only part of a lookup in the index and filters the rest, makes
+every push cost O(entries of the org, or of the session). These tests force the generic
+plan, as the append transaction plans it (sequential scans off), on an org of thousands of
+entries with statistics, and on tables that never had statistics (a new deployment,
+autovacuum behind), and refuse any plan that scans a table, reads it by the org alone, or
+leaves a lookup column out of the index condition.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ import json
 import re
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from apps.receipts.append_sql import (
     _ADVANCE_HEAD,
+    _INDEX_PLANS_ONLY,
     _LOCK_HEAD,
     _RELATED,
     ENTRY_TABLE,
@@ -63,10 +68,12 @@ def _fill(org_id: int) -> None:
 
 
 def _generic_plan(sql: str, params: list[object]) -> list[dict]:
-    """The plan nodes PostgreSQL uses for ``sql`` once it has switched to a generic plan."""
+    """The plan nodes PostgreSQL uses for ``sql`` once it has switched to a generic plan,
+    planned as in the append transaction (its first statement, ``_INDEX_PLANS_ONLY``)."""
     placeholders = iter(range(1, 100))
     numbered = re.sub(r"%s", lambda _: f"${next(placeholders)}", sql)
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_INDEX_PLANS_ONLY)  # local to the transaction, as in the append's
         cursor.execute("SET plan_cache_mode = force_generic_plan")
         try:
             cursor.execute(f"PREPARE related_probe AS {numbered}")
@@ -93,17 +100,88 @@ def _scans(nodes: list[dict], table: str) -> list[dict]:
     return [node for node in nodes if node.get("Relation Name") == table]
 
 
+def _assert_related_reads_by_lookup(nodes: list[dict], table: str, indexes: set[str]) -> None:
+    """Each branch of the related-entries read is an index scan on one lookup index whose
+    index condition holds every looked-up column (nothing of the lookup left to a filter)."""
+    scans = _scans(nodes, table)
+    assert len(scans) == 2, nodes
+    assert {node["Node Type"] for node in scans} <= {"Index Scan", "Bitmap Heap Scan"}, nodes
+    assert _index_names(nodes) <= indexes, [(n["Node Type"], n.get("Index Name")) for n in nodes]
+    conditions = [node.get("Index Cond", "") for node in nodes if node.get("Index Name") in indexes]
+    by_hash = [c for c in conditions if "action_hash" in c]
+    by_session = [c for c in conditions if "session_id" in c]
+    assert len(by_hash) == 1, conditions
+    assert "org_id" in by_hash[0], conditions
+    assert len(by_session) == 1, conditions
+    assert "org_id" in by_session[0], conditions
+    assert "session_seq" in by_session[0], conditions
+
+
 def test_the_related_entries_lookup_reads_only_by_hash_and_session(cast) -> None:
     activate_all_orgs()
     _fill(cast.acme.pk)
-    params = [cast.acme.pk, "ab" * 32, cast.acme.pk, "s7", 5, 4, "ab" * 32]
+    params = [cast.acme.pk, "ab" * 32, cast.acme.pk, "s7", 4, 5, "ab" * 32]
     nodes = _generic_plan(_RELATED, params)
-    scans = _scans(nodes, ENTRY_TABLE)
-    assert scans, nodes
-    assert [node for node in scans if node["Node Type"] == "Seq Scan"] == []
-    indexes = _index_names(nodes)
-    assert indexes, nodes
-    assert indexes <= LOOKUP_INDEXES, [(n["Node Type"], n.get("Index Name")) for n in nodes]
+    _assert_related_reads_by_lookup(nodes, ENTRY_TABLE, LOOKUP_INDEXES)
+
+
+def _copy_without_statistics(table: str) -> str:
+    """A temporary copy of ``table`` with its indexes, never analysed (autovacuum does not
+    analyse temporary tables), as the entry table of a new deployment is."""
+    copy = f"nostats_{table}"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMPORARY TABLE {copy} (LIKE {table} INCLUDING INDEXES)")
+    return copy
+
+
+def test_the_lookups_read_by_index_on_tables_without_statistics(cast) -> None:
+    """The case a benchmark on a new database met: one long session, no statistics. A
+    generic plan matched ``session_seq IN (...)`` as a filter on the session's index
+    entries, so each push read its whole session."""
+    entries = _copy_without_statistics(ENTRY_TABLE)
+    heads = _copy_without_statistics(HEAD_TABLE)
+    try:
+        _check_lookups_without_statistics(entries, heads)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE {entries}, {heads}")
+
+
+def _check_lookups_without_statistics(entries: str, heads: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {entries} (
+                id, org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level,
+                claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
+                chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
+                agent_identity, workflow, verb, decision_path, rule_id)
+            SELECT n, 1, n, md5(n::text) || md5((n + 1)::text), repeat('x', 1200), '',
+                   'action', 'L0', '', '', '', '', '', now(), 'one-long-session', n, '', '',
+                   '', '', '', '', ''
+            FROM generate_series(1, 5000) AS n
+            """  # noqa: S608
+        )
+        # A new deployment's few orgs, analysed then: a plan made now is kept for the
+        # connection's life, when there may be thousands of orgs and dead head versions.
+        cursor.execute(
+            f"INSERT INTO {heads} (org_id, size, head, month, month_count) "  # noqa: S608
+            "SELECT n, 0, '', '', 0 FROM generate_series(1, 3) AS n"
+        )
+        cursor.execute(f"ANALYZE {heads}")
+    related = _RELATED.replace(ENTRY_TABLE, entries)
+    nodes = _generic_plan(related, [1, "ab" * 32, 1, "one-long-session", 4, 5, "ab" * 32])
+    copied_indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
+    assert all(name.startswith(f"{entries}_") for name in copied_indexes), copied_indexes
+    lookup = {name for name in copied_indexes if "action_hash" in name or "session" in name}
+    _assert_related_reads_by_lookup(nodes, entries, lookup)
+    for sql, params in (
+        (_LOCK_HEAD.replace(HEAD_TABLE, heads) + " FOR UPDATE", [2]),
+        (_ADVANCE_HEAD.replace(HEAD_TABLE, heads), [1, "ab" * 32, "2026-11", 1, 2]),
+    ):
+        nodes = _generic_plan(sql, params)
+        assert [n for n in _scans(nodes, heads) if n["Node Type"] == "Seq Scan"] == [], nodes
+        assert _index_names(nodes) == {f"{heads}_pkey"}, nodes
 
 
 def test_the_head_is_locked_and_advanced_by_its_primary_key(cast) -> None:
