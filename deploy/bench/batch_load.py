@@ -13,7 +13,11 @@ and measures, in one run:
   * memory: the peak RSS of a worker after batches of 10 and of the configured maximum
     (a fresh gunicorn for each size).
 
-    python deploy/bench/batch_load.py [--seconds 5] [--grown 100000]
+    python deploy/bench/batch_load.py [--seconds 5] [--grown 100000] [--kill-worker]
+
+--kill-worker is the fault test of the batch route: it SIGKILLs one gunicorn worker in the
+middle of a run of batches, then checks that every receipt a batch answered accepted is in
+the chain and that `manage.py verify_chain` passes.
 
 REDIS_URL is taken from the environment (the limiter's bucket is then shared, as in
 production). Load goes only to 127.0.0.1, and every loop is bounded by count and time.
@@ -41,6 +45,7 @@ from deploy.bench.push_load import (  # noqa: E402
     env_for,
     forget_rate_limits,
     fresh_database,
+    killed_mid_run,
     load,
     manage,
     send,
@@ -188,6 +193,7 @@ def main() -> None:
     parser.add_argument("--grown", type=int, default=100_000)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--port", type=int, default=8812)
+    parser.add_argument("--kill-worker", action="store_true")
     args = parser.parse_args()
 
     owner_url = args.owner_url or args.database_url
@@ -199,6 +205,15 @@ def main() -> None:
     keys = setup_orgs(env, 3)
     # Enough receipts that no run runs dry (a few thousand accepted receipts/s at most).
     budget = int(args.seconds * 8000)
+    if args.kill_worker:
+        server = start(env)
+        try:
+            wait_ready(args.port)
+            requests = batch_requests(receipt_texts(budget), args.batch, keys[0])
+            killed_mid_run(args, env, server.pid, requests, clients=max(args.clients, 4))
+        finally:
+            stop(server)
+        return
     texts = receipt_texts(budget)
     print(f"team-path, gunicorn sync workers={args.workers}, {args.clients} clients, "
           f"{args.seconds:.0f}s per run, batches of {args.batch}, PostgreSQL, "

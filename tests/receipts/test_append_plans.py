@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import re
 
+import psycopg
 import pytest
+from django.conf import settings
 from django.db import connection, transaction
 
 from apps.receipts.append_sql import (
@@ -24,6 +26,7 @@ from apps.receipts.append_sql import (
     _INDEX_PLANS_ONLY,
     _LOCK_HEAD,
     _RELATED,
+    _RELATED_MANY,
     ENTRY_TABLE,
     HEAD_TABLE,
 )
@@ -37,8 +40,9 @@ ORGS = 3_000
 LOOKUP_INDEXES = {"mirror_entry_org_hash", "mirror_entry_session"}
 
 
-def _fill(org_id: int) -> None:
-    """ENTRIES entries for one org, as a long-lived org has: sessions of ten receipts."""
+def _fill(org_id: int, receipt_bytes: int = 2) -> None:
+    """ENTRIES entries for one org, as a long-lived org has: sessions of ten receipts
+    (each stored receipt ``receipt_bytes`` long; a real one is about 1,300)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -47,11 +51,12 @@ def _fill(org_id: int) -> None:
                 claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
                 chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
                 agent_identity, workflow, verb, decision_path, rule_id)
-            SELECT %s, n, md5(n::text) || md5((n + 1)::text), '{{}}', '', 'action', 'L0', '',
-                   '', '', '', '', now(), 's' || (n / 10), n %% 10, '', '', '', '', '', '', ''
+            SELECT %s, n, md5(n::text) || md5((n + 1)::text), repeat('x', %s), '', 'action',
+                   'L0', '', '', '', '', '', now(), 's' || (n / 10), n %% 10, '', '', '', '',
+                   '', '', ''
             FROM generate_series(1, %s) AS n
             """,  # noqa: S608
-            [org_id, ENTRIES],
+            [org_id, receipt_bytes, ENTRIES],
         )
         # Many orgs, each with its head row, as a busy deployment has.
         cursor.execute(
@@ -63,8 +68,22 @@ def _fill(org_id: int) -> None:
             f"INSERT INTO {HEAD_TABLE} (org_id, size, head, month, month_count) "  # noqa: S608
             "SELECT id, 0, '', '', 0 FROM tenancy_org ON CONFLICT DO NOTHING"
         )
-        cursor.execute(f"ANALYZE {ENTRY_TABLE}")
-        cursor.execute(f"ANALYZE {HEAD_TABLE}")
+    _analyze(ENTRY_TABLE, HEAD_TABLE)
+
+
+def _analyze(*tables: str) -> None:
+    """ANALYZE as the tables' owner (the application role the tests run as may not)."""
+    owner = settings.MIGRATION_DATABASE
+    credentials = {
+        "dbname": connection.settings_dict["NAME"],
+        "user": owner.get("USER"),
+        "password": owner.get("PASSWORD"),
+        "host": owner.get("HOST"),
+        "port": owner.get("PORT"),
+    }
+    with psycopg.connect(**{k: v for k, v in credentials.items() if v}, autocommit=True) as conn:
+        for table in tables:
+            conn.execute(f"ANALYZE {table}")
 
 
 def _generic_plan(sql: str, params: list[object]) -> list[dict]:
@@ -194,3 +213,33 @@ def test_the_head_is_locked_and_advanced_by_its_primary_key(cast) -> None:
         nodes = _generic_plan(sql, params)
         assert [node for node in _scans(nodes, HEAD_TABLE) if node["Node Type"] == "Seq Scan"] == []
         assert _index_names(nodes) == {f"{HEAD_TABLE}_pkey"}, nodes
+
+
+def test_a_batchs_related_entries_read_is_planned_for_its_values_by_the_lookup_indexes(
+    cast,
+) -> None:
+    """The batch's one read (sent unprepared, so planned for each batch with the table's
+    current size) finds a batch of 100 receipts' entries through the lookup indexes, never
+    by the org alone, in an org of entries of a real receipt's size."""
+    activate_all_orgs()
+    _fill(cast.acme.pk, receipt_bytes=1300)
+    hashes = [f"{n:064x}" for n in range(100)]
+    positions = [(f"s{n // 10}", n % 10) for n in range(200)]
+    params = [cast.acme.pk, hashes, [p[0] for p in positions], [p[1] for p in positions]]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_INDEX_PLANS_ONLY)
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {_RELATED_MANY}", [*params, cast.acme.pk])
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    nodes, stack = [], [plan[0]["Plan"]]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(node.get("Plans", []))
+    scans = _scans(nodes, ENTRY_TABLE)
+    assert len(scans) == 2, nodes
+    assert {node["Node Type"] for node in scans} <= {"Index Scan", "Bitmap Heap Scan"}, nodes
+    assert _index_names(nodes) == LOOKUP_INDEXES, nodes
+    conditions = " ".join(node.get("Index Cond", "") for node in nodes)
+    assert "action_hash" in conditions, conditions
+    assert "session_seq" in conditions, conditions
