@@ -243,3 +243,31 @@ def test_a_batchs_related_entries_read_is_planned_for_its_values_by_the_lookup_i
     conditions = " ".join(node.get("Index Cond", "") for node in nodes)
     assert "action_hash" in conditions, conditions
     assert "session_seq" in conditions, conditions
+
+
+def test_a_connections_first_appends_plan_the_related_read_for_their_values(
+    cast, monkeypatch
+) -> None:
+    """A generic plan is cached only once the connection has appended enough entries that
+    the table is no longer nearly empty: before that the read is sent unprepared."""
+    from apps.receipts import append_sql
+    from apps.receipts.services import receipt_append
+    from tests.receipts.factories import Agent
+    from tests.receipts.test_append_transaction import verified
+
+    monkeypatch.setattr(append_sql, "CUSTOM_PLANNED_APPENDS", 3)
+    monkeypatch.setattr(append_sql, "_appends_by_connection", append_sql.WeakKeyDictionary())
+    prepared: list[bool] = []
+    real = append_sql.AppendStatements._send
+
+    def recording(self, sql, params, prepare=True):
+        if sql == _RELATED:
+            prepared.append(prepare)
+        return real(self, sql, params, prepare=prepare)
+
+    monkeypatch.setattr(append_sql.AppendStatements, "_send", recording)
+    agent = Agent()
+    for _ in range(5):
+        receipt_append(org=cast.acme, **vars(verified(agent.receipt())))
+    # The org's first append reads twice (before and after creating its head row).
+    assert prepared == [False, False, False, True, True, True]
