@@ -152,25 +152,23 @@ def _related_params(
             action_hash]  # fmt: skip
 
 
-# A connection's first single appends plan the related-entries read for their values (a
-# custom plan, about 0.2 ms of the server's CPU); after them it is prepared, and PostgreSQL
-# may cache a generic plan for the connection's life. A generic plan made while the table
-# is nearly empty estimates one row for any lookup by the org and may take the org-only
-# index (the smallest) for it, which then reads all the org's entries on every push; by
-# the time a connection has appended this many entries the table holds at least as many,
-# and the lookup indexes win (tests/receipts/test_append_plans.py).
-CUSTOM_PLANNED_APPENDS = 1000
+# PostgreSQL may cache a generic plan of a prepared statement for the connection's life. A
+# generic plan made while the table is nearly empty estimates one row for any lookup by the
+# org and may take the org-only index (the smallest) for it, which then reads all the org's
+# entries on every push. So the single append's related-entries read is prepared anew, and
+# planned anew, each time the connection's count of appends doubles (a comment in the text
+# names the generation): a plan made after n appends serves at most the next n, and by the
+# time a connection has appended a thousand entries the table holds at least as many and
+# the lookup indexes win (tests/receipts/test_append_plans.py). About twenty plans in a
+# connection's life instead of one; psycopg's statement cache drops the old ones.
 _appends_by_connection: WeakKeyDictionary[Any, int] = WeakKeyDictionary()
 
 
-def _plan_settled(raw_connection: Any) -> bool:
-    """Whether this connection has appended enough for its related-entries read to be
-    prepared (see ``CUSTOM_PLANNED_APPENDS``); counts this append."""
-    count = _appends_by_connection.get(raw_connection, 0)
-    if count >= CUSTOM_PLANNED_APPENDS:
-        return True
-    _appends_by_connection[raw_connection] = count + 1
-    return False
+def _related_of_generation(raw_connection: Any) -> str:
+    """``_RELATED`` named for this connection's plan generation; counts this append."""
+    count = _appends_by_connection.get(raw_connection, 0) + 1
+    _appends_by_connection[raw_connection] = count
+    return f"{_RELATED} /* plan {count.bit_length()} */"
 
 
 class AppendStatements:
@@ -203,9 +201,8 @@ class AppendStatements:
         lock = " FOR UPDATE" if self._postgres else ""
         head_cursor = self._send(_LOCK_HEAD + lock, [org_id])
         related_cursor = self._send(
-            _RELATED,
+            _related_of_generation(head_cursor.connection) if self._postgres else _RELATED,
             _related_params(org_id, action_hash, session_id, session_seq),
-            prepare=self._postgres and _plan_settled(head_cursor.connection),
         )
         row = head_cursor.fetchone()
         related = [RelatedEntry(*entry) for entry in related_cursor.fetchall()]

@@ -245,29 +245,30 @@ def test_a_batchs_related_entries_read_is_planned_for_its_values_by_the_lookup_i
     assert "session_seq" in conditions, conditions
 
 
-def test_a_connections_first_appends_plan_the_related_read_for_their_values(
+def test_the_related_read_is_planned_anew_each_time_the_connections_appends_double(
     cast, monkeypatch
 ) -> None:
-    """A generic plan is cached only once the connection has appended enough entries that
-    the table is no longer nearly empty: before that the read is sent unprepared."""
+    """No generic plan made on a nearly empty table serves a connection for its life: the
+    statement is prepared (and planned) anew after 1, 2, 4, 8... appends."""
     from apps.receipts import append_sql
     from apps.receipts.services import receipt_append
     from tests.receipts.factories import Agent
     from tests.receipts.test_append_transaction import verified
 
-    monkeypatch.setattr(append_sql, "CUSTOM_PLANNED_APPENDS", 3)
     monkeypatch.setattr(append_sql, "_appends_by_connection", append_sql.WeakKeyDictionary())
-    prepared: list[bool] = []
+    sent: list[str] = []
     real = append_sql.AppendStatements._send
 
-    def recording(self, sql, params, prepare=True):
-        if sql == _RELATED:
-            prepared.append(prepare)
-        return real(self, sql, params, prepare=prepare)
+    def recording(self, sql, params, **options):
+        if sql.startswith(_RELATED):
+            sent.append(sql.removeprefix(_RELATED))
+        return real(self, sql, params, **options)
 
     monkeypatch.setattr(append_sql.AppendStatements, "_send", recording)
     agent = Agent()
-    for _ in range(5):
+    for _ in range(8):
         receipt_append(org=cast.acme, **vars(verified(agent.receipt())))
-    # The org's first append reads twice (before and after creating its head row).
-    assert prepared == [False, False, False, True, True, True]
+    # The org's first append reads twice (before and after creating its head row): nine.
+    generations = [" /* plan 1 */", " /* plan 2 */", " /* plan 3 */", " /* plan 4 */"]
+    assert sent == [generations[0], *[generations[1]] * 2, *[generations[2]] * 4,
+                    generations[3], generations[3]]  # fmt: skip
