@@ -68,11 +68,6 @@ _CREATE_HEAD = (
     f"INSERT INTO {HEAD_TABLE} (org_id, size, head, month, month_count) "  # noqa: S608
     "VALUES (%s, 0, %s, '', 0) ON CONFLICT (org_id) DO NOTHING"
 )
-# The first statement of every append transaction on PostgreSQL: its statements are planned
-# (custom plans, then the generic plan cached for the connection's life) with sequential
-# scans off, so a plan made while a table was small, or had no statistics yet, is still an
-# index lookup once the table has grown. Local to the transaction.
-_INDEX_PLANS_ONLY = "SELECT set_config('enable_seqscan', 'off', true)"
 _ADVANCE_HEAD = (
     f"UPDATE {HEAD_TABLE} SET size = %s, head = %s, month = %s, month_count = %s "  # noqa: S608
     "WHERE org_id = %s"
@@ -153,45 +148,46 @@ def _related_params(
 
 
 # PostgreSQL may cache a generic plan of a prepared statement for the connection's life. A
-# generic plan made while the table is nearly empty estimates one row for any lookup by the
-# org and may take the org-only index (the smallest) for it, which then reads all the org's
-# entries on every push. So the single append's related-entries read is prepared anew, and
-# planned anew, each time the connection's count of appends doubles (a comment in the text
-# names the generation): a plan made after n appends serves at most the next n, and by the
-# time a connection has appended a thousand entries the table holds at least as many and
-# the lookup indexes win (tests/receipts/test_append_plans.py). About twenty plans in a
-# connection's life instead of one; psycopg's statement cache drops the old ones.
+# generic plan made while a table is nearly empty (or was analysed then) is a sequential
+# scan of the head table, or, for the related-entries read, a lookup by the org through the
+# org-only index (the smallest: the estimates tie at one row), which then reads all the
+# org's entries on every push. So the append's statements are prepared anew, and planned
+# anew, each time the connection's count of append transactions doubles from
+# ``REPLAN_FROM`` on (a comment in each statement names the generation): a plan made after n
+# appends serves at most the next n, and once a connection has appended a thousand entries
+# the table holds at least as many and the lookup indexes win
+# (tests/receipts/test_append_plans.py). About fifteen plans in a connection's life instead
+# of one; psycopg's statement cache drops the old ones.
+REPLAN_FROM = 32
 _appends_by_connection: WeakKeyDictionary[Any, int] = WeakKeyDictionary()
 
 
-def _related_of_generation(raw_connection: Any) -> str:
-    """``_RELATED`` named for this connection's plan generation; counts this append."""
+def _plan_generation(raw_connection: Any) -> str:
+    """The comment naming this connection's plan generation; counts this transaction."""
     count = _appends_by_connection.get(raw_connection, 0) + 1
     _appends_by_connection[raw_connection] = count
-    return f"{_RELATED} /* plan {count.bit_length()} */"
+    return f" /* plan {(count // REPLAN_FROM).bit_length()} */"
 
 
 class AppendStatements:
     """The statements of one append transaction, on cursors from ``new_cursor``."""
 
-    def __init__(self, new_cursor: Callable[[], Any], *, postgres: bool) -> None:
+    def __init__(
+        self, new_cursor: Callable[[], Any], *, postgres: bool, raw_connection: Any = None
+    ) -> None:
         self._new_cursor = new_cursor
         self._postgres = postgres
+        self._generation = _plan_generation(raw_connection) if postgres else ""
 
     def _send(self, sql: str, params: list[Any], *, prepare: bool = True) -> Any:
         """Send ``sql``; on PostgreSQL prepared once per connection unless ``prepare`` is
         False (then planned for these values, each time)."""
         cursor = self._new_cursor()
         if self._postgres:
-            cursor.execute(sql, params, prepare=prepare)
+            cursor.execute(sql + self._generation if prepare else sql, params, prepare=prepare)
         else:
             cursor.execute(sql, params)
         return cursor
-
-    def plan_by_index(self) -> None:
-        """Plan this transaction's statements with sequential scans off (PostgreSQL)."""
-        if self._postgres:
-            self._send(_INDEX_PLANS_ONLY, [])
 
     def lock_and_read(
         self, *, org_id: int, action_hash: str, session_id: str | None, session_seq: int | None
@@ -201,8 +197,7 @@ class AppendStatements:
         lock = " FOR UPDATE" if self._postgres else ""
         head_cursor = self._send(_LOCK_HEAD + lock, [org_id])
         related_cursor = self._send(
-            _related_of_generation(head_cursor.connection) if self._postgres else _RELATED,
-            _related_params(org_id, action_hash, session_id, session_seq),
+            _RELATED, _related_params(org_id, action_hash, session_id, session_seq)
         )
         row = head_cursor.fetchone()
         related = [RelatedEntry(*entry) for entry in related_cursor.fetchall()]
@@ -276,14 +271,10 @@ def append_transaction() -> Iterator[AppendStatements]:
     settle()  # its statements bypass Django's cursors (and their org-context check)
     if can_pipeline():
         with pipelined_transaction() as new_cursor:
-            statements = AppendStatements(new_cursor, postgres=True)
-            statements.plan_by_index()
-            yield statements
+            yield AppendStatements(new_cursor, postgres=True, raw_connection=connection.connection)
     elif connection.vendor == "postgresql":
         with transaction.atomic(), prepared_cursors() as new_cursor:
-            statements = AppendStatements(new_cursor, postgres=True)
-            statements.plan_by_index()
-            yield statements
+            yield AppendStatements(new_cursor, postgres=True, raw_connection=connection.connection)
     else:
         with transaction.atomic():
             yield AppendStatements(connection.cursor, postgres=False)

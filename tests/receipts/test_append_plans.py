@@ -19,11 +19,10 @@ import re
 import psycopg
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
 from apps.receipts.append_sql import (
     _ADVANCE_HEAD,
-    _INDEX_PLANS_ONLY,
     _LOCK_HEAD,
     _RELATED,
     _RELATED_MANY,
@@ -87,12 +86,10 @@ def _analyze(*tables: str) -> None:
 
 
 def _generic_plan(sql: str, params: list[object]) -> list[dict]:
-    """The plan nodes PostgreSQL uses for ``sql`` once it has switched to a generic plan,
-    planned as in the append transaction (its first statement, ``_INDEX_PLANS_ONLY``)."""
+    """The plan nodes PostgreSQL uses for ``sql`` once it has switched to a generic plan."""
     placeholders = iter(range(1, 100))
     numbered = re.sub(r"%s", lambda _: f"${next(placeholders)}", sql)
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_INDEX_PLANS_ONLY)  # local to the transaction, as in the append's
+    with connection.cursor() as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")
         try:
             cursor.execute(f"PREPARE related_probe AS {numbered}")
@@ -153,20 +150,19 @@ def _copy_without_statistics(table: str) -> str:
     return copy
 
 
-def test_the_lookups_read_by_index_on_tables_without_statistics(cast) -> None:
+def test_the_related_read_is_a_lookup_on_a_table_without_statistics(cast) -> None:
     """The case a benchmark on a new database met: one long session, no statistics. A
     generic plan matched ``session_seq IN (...)`` as a filter on the session's index
     entries, so each push read its whole session."""
     entries = _copy_without_statistics(ENTRY_TABLE)
-    heads = _copy_without_statistics(HEAD_TABLE)
     try:
-        _check_lookups_without_statistics(entries, heads)
+        _check_lookups_without_statistics(entries)
     finally:
         with connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE {entries}, {heads}")
+            cursor.execute(f"DROP TABLE {entries}")
 
 
-def _check_lookups_without_statistics(entries: str, heads: str) -> None:
+def _check_lookups_without_statistics(entries: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -181,26 +177,12 @@ def _check_lookups_without_statistics(entries: str, heads: str) -> None:
             FROM generate_series(1, 5000) AS n
             """  # noqa: S608
         )
-        # A new deployment's few orgs, analysed then: a plan made now is kept for the
-        # connection's life, when there may be thousands of orgs and dead head versions.
-        cursor.execute(
-            f"INSERT INTO {heads} (org_id, size, head, month, month_count) "  # noqa: S608
-            "SELECT n, 0, '', '', 0 FROM generate_series(1, 3) AS n"
-        )
-        cursor.execute(f"ANALYZE {heads}")
     related = _RELATED.replace(ENTRY_TABLE, entries)
     nodes = _generic_plan(related, [1, "ab" * 32, 1, "one-long-session", 4, 5, "ab" * 32])
     copied_indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
     assert all(name.startswith(f"{entries}_") for name in copied_indexes), copied_indexes
     lookup = {name for name in copied_indexes if "action_hash" in name or "session" in name}
     _assert_related_reads_by_lookup(nodes, entries, lookup)
-    for sql, params in (
-        (_LOCK_HEAD.replace(HEAD_TABLE, heads) + " FOR UPDATE", [2]),
-        (_ADVANCE_HEAD.replace(HEAD_TABLE, heads), [1, "ab" * 32, "2026-11", 1, 2]),
-    ):
-        nodes = _generic_plan(sql, params)
-        assert [n for n in _scans(nodes, heads) if n["Node Type"] == "Seq Scan"] == [], nodes
-        assert _index_names(nodes) == {f"{heads}_pkey"}, nodes
 
 
 def test_the_head_is_locked_and_advanced_by_its_primary_key(cast) -> None:
@@ -226,8 +208,7 @@ def test_a_batchs_related_entries_read_is_planned_for_its_values_by_the_lookup_i
     hashes = [f"{n:064x}" for n in range(100)]
     positions = [(f"s{n // 10}", n % 10) for n in range(200)]
     params = [cast.acme.pk, hashes, [p[0] for p in positions], [p[1] for p in positions]]
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_INDEX_PLANS_ONLY)
+    with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN (FORMAT JSON) {_RELATED_MANY}", [*params, cast.acme.pk])
         plan = cursor.fetchone()[0]
     plan = json.loads(plan) if isinstance(plan, str) else plan
@@ -245,30 +226,32 @@ def test_a_batchs_related_entries_read_is_planned_for_its_values_by_the_lookup_i
     assert "session_seq" in conditions, conditions
 
 
-def test_the_related_read_is_planned_anew_each_time_the_connections_appends_double(
+def test_the_statements_are_planned_anew_each_time_the_connections_appends_double(
     cast, monkeypatch
 ) -> None:
-    """No generic plan made on a nearly empty table serves a connection for its life: the
-    statement is prepared (and planned) anew after 1, 2, 4, 8... appends."""
+    """No generic plan made on a nearly empty table serves a connection for its life: each
+    statement is prepared (and planned) anew when its count of append transactions doubles
+    (here from 1 on: 1, 2, 4, 8...)."""
     from apps.receipts import append_sql
     from apps.receipts.services import receipt_append
     from tests.receipts.factories import Agent
     from tests.receipts.test_append_transaction import verified
 
     monkeypatch.setattr(append_sql, "_appends_by_connection", append_sql.WeakKeyDictionary())
-    sent: list[str] = []
-    real = append_sql.AppendStatements._send
+    monkeypatch.setattr(append_sql, "REPLAN_FROM", 1)
+    prepared = []
+    real = psycopg.Cursor.execute
 
-    def recording(self, sql, params, **options):
-        if sql.startswith(_RELATED):
-            sent.append(sql.removeprefix(_RELATED))
-        return real(self, sql, params, **options)
+    def recording(self, query, params=None, **options):
+        if options.get("prepare") and str(query).startswith(_RELATED):
+            prepared.append(str(query).removeprefix(_RELATED))
+        return real(self, query, params, **options)
 
-    monkeypatch.setattr(append_sql.AppendStatements, "_send", recording)
+    monkeypatch.setattr(psycopg.Cursor, "execute", recording)
     agent = Agent()
     for _ in range(8):
         receipt_append(org=cast.acme, **vars(verified(agent.receipt())))
-    # The org's first append reads twice (before and after creating its head row): nine.
-    generations = [" /* plan 1 */", " /* plan 2 */", " /* plan 3 */", " /* plan 4 */"]
-    assert sent == [generations[0], *[generations[1]] * 2, *[generations[2]] * 4,
-                    generations[3], generations[3]]  # fmt: skip
+    # The org's first append reads twice (before and after creating its head row).
+    assert prepared == [" /* plan 1 */", " /* plan 1 */", " /* plan 2 */", " /* plan 2 */",
+                        " /* plan 3 */", " /* plan 3 */", " /* plan 3 */", " /* plan 3 */",
+                        " /* plan 4 */"]  # fmt: skip
