@@ -75,10 +75,11 @@ _ADVANCE_HEAD = (
 
 
 # A batch's related entries in one statement: the entries with any of the batch's action
-# hashes, and those at any of its (session_id, session_seq) positions. Sent unprepared, so
-# planned for each batch with its values and the table's current size (a custom plan, about
-# 0.2 ms a batch): a cached generic plan made while the table was small may read the org's
-# entries through an index on the org alone for as long as the connection lives.
+# hashes, and those at any of its (session_id, session_seq) positions. Prepared like the
+# others: a custom plan would be made with the org's own statistics, and an org that was
+# new when the table was last analysed is estimated at one row, so its lookups tie with a
+# read of the whole org through the org-only index (measured: a fresh org's batches slowed
+# as it grew); a generic plan estimates an average org.
 _RELATED_MANY = (
     f"SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "  # noqa: S608
     "WHERE org_id = %s AND action_hash = ANY(%s::text[]) "
@@ -209,8 +210,7 @@ class AppendStatements:
         """For a batch of (action_hash, session_id, session_seq): lock the org's head row,
         then read every entry related to any of them, both sent before either answer is
         read (one round trip on PostgreSQL). On PostgreSQL the read is one statement for
-        the whole batch, planned for its values (``_RELATED_MANY``); on SQLite one read a
-        receipt."""
+        the whole batch (``_RELATED_MANY``); on SQLite one read a receipt."""
         lock = " FOR UPDATE" if self._postgres else ""
         head_cursor = self._send(_LOCK_HEAD + lock, [org_id])
         if self._postgres:
@@ -222,7 +222,7 @@ class AppendStatements:
                 for seq in (session_seq, session_seq - 1)
             }
             params = [org_id, hashes, [p[0] for p in positions], [p[1] for p in positions], org_id]
-            reads = [self._send(_RELATED_MANY, params, prepare=False)]
+            reads = [self._send(_RELATED_MANY, params)]
         else:
             reads = [
                 self._send(_RELATED, _related_params(org_id, action_hash, session_id, seq))
