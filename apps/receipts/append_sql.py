@@ -180,12 +180,11 @@ class AppendStatements:
         self._postgres = postgres
         self._generation = _plan_generation(raw_connection) if postgres else ""
 
-    def _send(self, sql: str, params: list[Any], *, prepare: bool = True) -> Any:
-        """Send ``sql``; on PostgreSQL prepared once per connection unless ``prepare`` is
-        False (then planned for these values, each time)."""
+    def _send(self, sql: str, params: list[Any]) -> Any:
+        """Send ``sql``; on PostgreSQL prepared once per connection and plan generation."""
         cursor = self._new_cursor()
         if self._postgres:
-            cursor.execute(sql + self._generation if prepare else sql, params, prepare=prepare)
+            cursor.execute(sql + self._generation, params, prepare=True)
         else:
             cursor.execute(sql, params)
         return cursor

@@ -108,9 +108,9 @@ def test_a_batch_locks_once_and_inserts_and_moves_the_head_once(in_acme, monkeyp
     sent: list[str] = []
     real = append_sql.AppendStatements._send
 
-    def counting(self, sql, params, **options):
+    def counting(self, sql, params):
         sent.append(sql.split()[0])
-        return real(self, sql, params, **options)
+        return real(self, sql, params)
 
     monkeypatch.setattr(append_sql.AppendStatements, "_send", counting)
     agent = Agent()
