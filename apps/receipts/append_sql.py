@@ -160,6 +160,14 @@ def _related_params(
 # (tests/receipts/test_append_plans.py). About fifteen plans in a connection's life instead
 # of one; psycopg's statement cache drops the old ones.
 REPLAN_FROM = 32
+# The first statement of an append transaction on PostgreSQL: its statements use their
+# generic plan, always. PostgreSQL's own choice may keep custom plans for a statement, and
+# a custom plan estimates with the org's own statistics: an org that was new (or small)
+# when the table was last analysed is estimated at one row, and its lookups tie with a read
+# of the whole org through the org-only index (measured: a fresh org's pushes and batches
+# slowed as it grew, while grown orgs kept their rate). A generic plan estimates an average
+# org. Local to the transaction.
+_GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 _appends_by_connection: WeakKeyDictionary[Any, int] = WeakKeyDictionary()
 
 
@@ -179,6 +187,8 @@ class AppendStatements:
         self._new_cursor = new_cursor
         self._postgres = postgres
         self._generation = _plan_generation(raw_connection) if postgres else ""
+        if postgres:
+            new_cursor().execute(_GENERIC_PLANS, prepare=True)
 
     def _send(self, sql: str, params: list[Any]) -> Any:
         """Send ``sql``; on PostgreSQL prepared once per connection and plan generation."""

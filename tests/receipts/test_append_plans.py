@@ -245,3 +245,22 @@ def test_the_statements_are_planned_anew_each_time_the_connections_appends_doubl
     assert prepared == [" /* plan 1 */", " /* plan 1 */", " /* plan 2 */", " /* plan 2 */",
                         " /* plan 3 */", " /* plan 3 */", " /* plan 3 */", " /* plan 3 */",
                         " /* plan 4 */"]  # fmt: skip
+
+
+def test_the_append_transaction_uses_generic_plans(cast) -> None:
+    """A custom plan would estimate with the org's own statistics (one row for an org new
+    at the last ANALYZE, whose lookups then tie with a read of the whole org): the append
+    transaction runs its statements on their generic plans."""
+    from django.db import transaction
+
+    from apps.receipts.services import receipt_append
+    from tests.receipts.factories import Agent
+    from tests.receipts.test_append_transaction import verified
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        receipt_append(org=cast.acme, **vars(verified(Agent().receipt())))
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "auto"
