@@ -27,7 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
+import orjson
 from django.db import connection, transaction
 
 from apps.common.prepared import can_pipeline, pipelined_transaction, prepared_cursors
@@ -43,9 +45,13 @@ ENTRY_COLUMNS = [
     if not field.primary_key and field.column != "superseded_by"
 ]
 
-# Two branches, each an equality on one index, never an OR: a prepared statement's generic
+# Two branches, each a lookup on one index, never an OR: a prepared statement's generic
 # plan cannot know the values, and for an OR it may read the org's entries through an index
-# on the org alone, O(entries) per push (tests/receipts/test_append_plans.py).
+# on the org alone, O(entries) per push. The session neighbours are a range (seq - 1 to
+# seq), not ``IN (seq, seq - 1)``: with no statistics (a new table, autovacuum behind) a
+# generic plan may match an IN list on the index's last column as a filter, reading the
+# whole session per push; a range is always an index condition
+# (tests/receipts/test_append_plans.py).
 _RELATED_COLUMNS = (
     "id, seq, session_seq, action_hash, link_hash, trust_level, claimed_trust_level, session_id"
 )
@@ -53,7 +59,8 @@ _RELATED = (
     f"SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "  # noqa: S608
     "WHERE org_id = %s AND action_hash = %s "
     f"UNION ALL SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "
-    "WHERE org_id = %s AND session_id = %s AND session_seq IN (%s, %s) AND action_hash <> %s"
+    "WHERE org_id = %s AND session_id = %s AND session_seq BETWEEN %s AND %s "
+    "AND action_hash <> %s"
 )
 # The org's head row, by its primary key (``FOR UPDATE`` on PostgreSQL: the append lock).
 _LOCK_HEAD = f"SELECT size, head, month, month_count FROM {HEAD_TABLE} WHERE org_id = %s"  # noqa: S608
@@ -67,17 +74,34 @@ _ADVANCE_HEAD = (
 )
 
 
+# A batch's related entries in one statement: the entries with any of the batch's action
+# hashes, and those at any of its (session_id, session_seq) positions. Prepared like the
+# others: a custom plan would be made with the org's own statistics, and an org that was
+# new when the table was last analysed is estimated at one row, so its lookups tie with a
+# read of the whole org through the org-only index (measured: a fresh org's batches slowed
+# as it grew); a generic plan estimates an average org.
+_RELATED_MANY = (
+    f"SELECT {_RELATED_COLUMNS} FROM {ENTRY_TABLE} "  # noqa: S608
+    "WHERE org_id = %s AND action_hash = ANY(%s::text[]) "
+    f"UNION ALL SELECT {', '.join('e.' + c.strip() for c in _RELATED_COLUMNS.split(','))} "
+    f"FROM {ENTRY_TABLE} e JOIN unnest(%s::text[], %s::bigint[]) AS k(session_id, session_seq) "
+    "ON e.session_id = k.session_id AND e.session_seq = k.session_seq WHERE e.org_id = %s"
+)
+
+
 @cache
 def _insert_entries() -> str:
-    """INSERT of any number of entries in one statement (PostgreSQL): one array a column."""
-    arrays = ", ".join(
-        f"%s::{field.db_type(connection)}[]"
+    """INSERT of any number of entries in one statement (PostgreSQL), from one JSON array of
+    objects (one member a column): orjson writes it in microseconds, where dumping one
+    PostgreSQL array a column costs psycopg about 100 us a receipt."""
+    columns = ", ".join(
+        f"{field.column} {field.db_type(connection)}"
         for field in MirrorEntry._meta.concrete_fields
         if field.column in ENTRY_COLUMNS
     )
     return (
         f"INSERT INTO {ENTRY_TABLE} ({', '.join(ENTRY_COLUMNS)}, superseded_by) "  # noqa: S608
-        f"SELECT *, '' FROM unnest({arrays})"
+        f"SELECT {', '.join(ENTRY_COLUMNS)}, '' FROM json_to_recordset(%s::json) AS ({columns})"
     )
 
 
@@ -120,21 +144,57 @@ class RelatedEntry:
 def _related_params(
     org_id: int, action_hash: str, session_id: str | None, session_seq: int | None
 ) -> list[Any]:
-    return [org_id, action_hash, org_id, session_id, session_seq, (session_seq or 0) - 1,
+    return [org_id, action_hash, org_id, session_id, (session_seq or 0) - 1, session_seq,
             action_hash]  # fmt: skip
+
+
+# PostgreSQL may cache a generic plan of a prepared statement for the connection's life. A
+# generic plan made while a table is nearly empty (or was analysed then) is a sequential
+# scan of the head table, or, for the related-entries read, a lookup by the org through the
+# org-only index (the smallest: the estimates tie at one row), which then reads all the
+# org's entries on every push. So the append's statements are prepared anew, and planned
+# anew, each time the connection's count of append transactions doubles from
+# ``REPLAN_FROM`` on (a comment in each statement names the generation): a plan made after n
+# appends serves at most the next n, and once a connection has appended a thousand entries
+# the table holds at least as many and the lookup indexes win
+# (tests/receipts/test_append_plans.py). About fifteen plans in a connection's life instead
+# of one; psycopg's statement cache drops the old ones.
+REPLAN_FROM = 32
+# The first statement of an append transaction on PostgreSQL: its statements use their
+# generic plan, always. PostgreSQL's own choice may keep custom plans for a statement, and
+# a custom plan estimates with the org's own statistics: an org that was new (or small)
+# when the table was last analysed is estimated at one row, and its lookups tie with a read
+# of the whole org through the org-only index (measured: a fresh org's pushes and batches
+# slowed as it grew, while grown orgs kept their rate). A generic plan estimates an average
+# org. Local to the transaction.
+_GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+_appends_by_connection: WeakKeyDictionary[Any, int] = WeakKeyDictionary()
+
+
+def _plan_generation(raw_connection: Any) -> str:
+    """The comment naming this connection's plan generation; counts this transaction."""
+    count = _appends_by_connection.get(raw_connection, 0) + 1
+    _appends_by_connection[raw_connection] = count
+    return f" /* plan {(count // REPLAN_FROM).bit_length()} */"
 
 
 class AppendStatements:
     """The statements of one append transaction, on cursors from ``new_cursor``."""
 
-    def __init__(self, new_cursor: Callable[[], Any], *, postgres: bool) -> None:
+    def __init__(
+        self, new_cursor: Callable[[], Any], *, postgres: bool, raw_connection: Any = None
+    ) -> None:
         self._new_cursor = new_cursor
         self._postgres = postgres
+        self._generation = _plan_generation(raw_connection) if postgres else ""
+        if postgres:
+            new_cursor().execute(_GENERIC_PLANS, prepare=True)
 
     def _send(self, sql: str, params: list[Any]) -> Any:
+        """Send ``sql``; on PostgreSQL prepared once per connection and plan generation."""
         cursor = self._new_cursor()
         if self._postgres:
-            cursor.execute(sql, params, prepare=True)
+            cursor.execute(sql + self._generation, params, prepare=True)
         else:
             cursor.execute(sql, params)
         return cursor
@@ -157,16 +217,26 @@ class AppendStatements:
         self, *, org_id: int, receipts: list[tuple[str, str | None, int | None]]
     ) -> tuple[LockedHead | None, list[RelatedEntry]]:
         """For a batch of (action_hash, session_id, session_seq): lock the org's head row,
-        then read every entry related to any of them, all sent before any answer is read
-        (one round trip on PostgreSQL). One prepared single-receipt read per receipt, not
-        one statement over arrays: the generic plan of an array lookup may read the org's
-        entries through the org-only index (tests/receipts/test_append_plans.py)."""
+        then read every entry related to any of them, both sent before either answer is
+        read (one round trip on PostgreSQL). On PostgreSQL the read is one statement for
+        the whole batch (``_RELATED_MANY``); on SQLite one read a receipt."""
         lock = " FOR UPDATE" if self._postgres else ""
         head_cursor = self._send(_LOCK_HEAD + lock, [org_id])
-        reads = [
-            self._send(_RELATED, _related_params(org_id, action_hash, session_id, session_seq))
-            for action_hash, session_id, session_seq in receipts
-        ]
+        if self._postgres:
+            hashes = list({action_hash for action_hash, _, _ in receipts})
+            positions = {
+                (session_id, seq)
+                for _, session_id, session_seq in receipts
+                if session_id and session_seq is not None
+                for seq in (session_seq, session_seq - 1)
+            }
+            params = [org_id, hashes, [p[0] for p in positions], [p[1] for p in positions], org_id]
+            reads = [self._send(_RELATED_MANY, params)]
+        else:
+            reads = [
+                self._send(_RELATED, _related_params(org_id, action_hash, session_id, seq))
+                for action_hash, session_id, seq in receipts
+            ]
         row = head_cursor.fetchone()
         related = {entry[0]: RelatedEntry(*entry) for read in reads for entry in read.fetchall()}
         return (LockedHead(*row) if row else None), list(related.values())
@@ -181,10 +251,9 @@ class AppendStatements:
                 self._send(_insert_entry(), [entry[column] for column in ENTRY_COLUMNS])
             self._send(_ADVANCE_HEAD, head_values)
             return
-        columns = [[entry[column] for entry in entries] for column in ENTRY_COLUMNS]
         self._send(
             f"WITH inserted AS ({_insert_entries()} RETURNING 1) {_ADVANCE_HEAD}",
-            columns + head_values,
+            [orjson.dumps(entries).decode(), *head_values],
         )
 
     def create_head(self, *, org_id: int) -> None:
@@ -211,10 +280,10 @@ def append_transaction() -> Iterator[AppendStatements]:
     settle()  # its statements bypass Django's cursors (and their org-context check)
     if can_pipeline():
         with pipelined_transaction() as new_cursor:
-            yield AppendStatements(new_cursor, postgres=True)
+            yield AppendStatements(new_cursor, postgres=True, raw_connection=connection.connection)
     elif connection.vendor == "postgresql":
         with transaction.atomic(), prepared_cursors() as new_cursor:
-            yield AppendStatements(new_cursor, postgres=True)
+            yield AppendStatements(new_cursor, postgres=True, raw_connection=connection.connection)
     else:
         with transaction.atomic():
             yield AppendStatements(connection.cursor, postgres=False)

@@ -7,13 +7,20 @@ and measures, in one run:
     ``--clients`` closed-loop clients, as accepted receipts/s;
   * verify-only: the same receipts through the verifier alone in ``--clients`` processes
     (no HTTP, no database), as receipts/s, and the batch rate's ratio to it;
-  * growth: single pushes and batches into one org while it is fresh, then again after
-    ``--grown`` entries were added to that org (a bulk insert as the table owner, with the
-    head moved to the end), as the ratio grown / fresh;
+  * growth: single pushes and batches into orgs that started empty and into orgs grown by
+    ``--grown`` entries first (a bulk insert as the table owner, the head moved to the end,
+    ANALYZE and CHECKPOINT), alternated, as the ratio grown / fresh;
+
+Everything is measured ``--rounds`` times, interleaved, and the medians are compared: the
+machine is shared and noisy, so only figures of the same run compare.
   * memory: the peak RSS of a worker after batches of 10 and of the configured maximum
     (a fresh gunicorn for each size).
 
-    python deploy/bench/batch_load.py [--seconds 5] [--grown 100000]
+    python deploy/bench/batch_load.py [--seconds 5] [--grown 100000] [--kill-worker]
+
+--kill-worker is the fault test of the batch route: it SIGKILLs one gunicorn worker in the
+middle of a run of batches, then checks that every receipt a batch answered accepted is in
+the chain and that `manage.py verify_chain` passes.
 
 REDIS_URL is taken from the environment (the limiter's bucket is then shared, as in
 production). Load goes only to 127.0.0.1, and every loop is bounded by count and time.
@@ -27,6 +34,7 @@ import multiprocessing
 import os
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +49,7 @@ from deploy.bench.push_load import (  # noqa: E402
     env_for,
     forget_rate_limits,
     fresh_database,
+    killed_mid_run,
     load,
     manage,
     send,
@@ -178,16 +187,30 @@ def peak_rss_mb(master: int) -> float:
     return max(peaks)
 
 
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def checkpoint(owner_url: str) -> None:
+    """Write out what the setup dirtied, so no run pays for it (nor for the next one)."""
+    import psycopg
+
+    with psycopg.connect(owner_url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/mirror_bench")
     parser.add_argument("--owner-url", default=None)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--grown", type=int, default=100_000)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--port", type=int, default=8812)
+    parser.add_argument("--kill-worker", action="store_true")
     args = parser.parse_args()
 
     owner_url = args.owner_url or args.database_url
@@ -196,46 +219,66 @@ def main() -> None:
     fresh_database(owner_url)
     forget_rate_limits(env)
     manage(env, "migrate", "--noinput")
-    keys = setup_orgs(env, 3)
+    # bench-0: the batch against verify-only; bench-1/2 grown by --grown entries, bench-3/4
+    # fresh: single pushes and batches into each, alternated round by round.
+    keys = setup_orgs(env, 5)
     # Enough receipts that no run runs dry (a few thousand accepted receipts/s at most).
     budget = int(args.seconds * 8000)
-    texts = receipt_texts(budget)
+    if args.kill_worker:
+        server = start(env)
+        try:
+            wait_ready(args.port)
+            requests = batch_requests(receipt_texts(budget), args.batch, keys[0])
+            killed_mid_run(args, env, server.pid, requests, clients=max(args.clients, 4))
+        finally:
+            stop(server)
+        return
     print(f"team-path, gunicorn sync workers={args.workers}, {args.clients} clients, "
-          f"{args.seconds:.0f}s per run, batches of {args.batch}, PostgreSQL, "
-          f"REDIS_URL {'set' if env.get('REDIS_URL') else 'unset'}")  # fmt: skip
-
-    verify_rate = verify_only_rate(texts[: budget // 2], args.clients)
+          f"{args.seconds:.0f}s per run, {args.rounds} rounds, batches of {args.batch}, "
+          f"PostgreSQL, REDIS_URL {'set' if env.get('REDIS_URL') else 'unset'}")  # fmt: skip
+    if args.grown:
+        grow(owner_url, "bench-1", args.grown)
+        grow(owner_url, "bench-2", args.grown)
+    checkpoint(owner_url)
     server = start(env)
+    rates: dict[str, list[float]] = {}
     try:
         wait_ready(args.port)
-        batches = batch_requests(texts, args.batch, keys[0])
-        check_batch(args.port, batches[0], args.batch)
-        fresh = load(args.port, batches[1:], args.clients, args.seconds)
-        fresh_rate = accepted_rate(fresh, args.batch)
-        singles = single_requests(receipt_texts(budget // 4), keys[1])
-        fresh_single = load(args.port, singles, args.clients, args.seconds)
-        print(f"{'batch, fresh org':<34} {fresh_rate:>9.0f} receipts/s")
-        print(f"{'verify only (same receipts)':<34} {verify_rate:>9.0f} receipts/s")
-        print(f"{'batch / verify-only':<34} {fresh_rate / verify_rate:>9.0%}")
-        print(f"{'single push, fresh org':<34} {fresh_single.rate:>9.0f} pushes/s "
-              f"(p50 {fresh_single.percentile(0.5):.1f} ms, "
-              f"p99 {fresh_single.percentile(0.99):.1f} ms)")  # fmt: skip
-        if args.grown:
-            grow(owner_url, "bench-2", args.grown)
-            grow(owner_url, "bench-1", args.grown)
-            grown_batches = batch_requests(receipt_texts(budget), args.batch, keys[2])
-            grown = load(args.port, grown_batches, args.clients, args.seconds)
-            grown_rate = accepted_rate(grown, args.batch)
-            grown_single = load(
-                args.port, single_requests(receipt_texts(budget // 4), keys[1]), args.clients,
-                args.seconds,
-            )  # fmt: skip
-            print(f"{f'batch, org of {args.grown:,} entries':<34} {grown_rate:>9.0f} receipts/s "
-                  f"({grown_rate / fresh_rate:.0%} of fresh)")  # fmt: skip
-            print(f"{f'single, org of {args.grown:,} entries':<34} {grown_single.rate:>9.0f} "
-                  f"pushes/s ({grown_single.rate / fresh_single.rate:.0%} of fresh)")  # fmt: skip
+        for round_ in range(1, args.rounds + 1):
+            texts = receipt_texts(budget)
+            verify = verify_only_rate(texts[: budget // 2], args.clients)
+            batches = batch_requests(texts, args.batch, keys[0])
+            check_batch(args.port, batches[0], args.batch)
+            batch = accepted_rate(load(args.port, batches[1:], args.clients, args.seconds),
+                                  args.batch)  # fmt: skip
+            rates.setdefault("verify", []).append(verify)
+            rates.setdefault("batch", []).append(batch)
+            line = f"round {round_}: batch {batch:.0f}/s, verify-only {verify:.0f}/s"
+            if args.grown:
+                for label, key in (("single fresh", keys[3]), ("single grown", keys[1])):
+                    run = load(args.port, single_requests(receipt_texts(budget // 4), key),
+                               args.clients, args.seconds)  # fmt: skip
+                    rates.setdefault(label, []).append(run.rate)
+                    line += f", {label} {run.rate:.0f}/s"
+                for label, key in (("batch fresh", keys[4]), ("batch grown", keys[2])):
+                    run = load(args.port, batch_requests(receipt_texts(budget), args.batch, key),
+                               args.clients, args.seconds)  # fmt: skip
+                    rates.setdefault(label, []).append(accepted_rate(run, args.batch))
+                    line += f", {label} {rates[label][-1]:.0f}/s"
+            print(line, flush=True)
     finally:
         stop(server)
+    batch, verify = median(rates["batch"]), median(rates["verify"])
+    print(f"medians of {args.rounds} rounds:")
+    print(f"{'batch (accepted receipts/s)':<40} {batch:>9.0f}")
+    print(f"{'verify only (same receipts)':<40} {verify:>9.0f}")
+    print(f"{'batch / verify-only':<40} {batch / verify:>9.0%}")
+    if args.grown:
+        for kind, unit in (("single", "pushes/s"), ("batch", "receipts/s")):
+            fresh, grown = median(rates[f"{kind} fresh"]), median(rates[f"{kind} grown"])
+            print(f"{f'{kind}, fresh org':<40} {fresh:>9.0f} {unit}")
+            print(f"{f'{kind}, org of {args.grown:,} entries':<40} {grown:>9.0f} {unit} "
+                  f"({grown / fresh:.0%} of fresh)")  # fmt: skip
 
     for size in (10, int(env.get("TEAMPATH_BATCH_MAX", "100"))):
         server = start(env)
@@ -243,7 +286,7 @@ def main() -> None:
             wait_ready(args.port)
             requests = batch_requests(receipt_texts(size * 40), size, keys[0])
             load(args.port, requests, args.clients, args.seconds)
-            print(f"{f'peak worker RSS, batches of {size}':<34} {peak_rss_mb(server.pid):>9.1f} MB")
+            print(f"{f'peak worker RSS, batches of {size}':<40} {peak_rss_mb(server.pid):>9.1f} MB")
         finally:
             stop(server)
 
