@@ -1,0 +1,5 @@
+"""Orgs, plans and limits, API keys (hashed), console members and roles, authentication
+(API keys, dashboard session tokens, failed-credential limits), the org context that
+row-level security reads, and the org's audit trail (``audit_trail``). Services in
+``services``, reads in ``selectors``.
+"""
