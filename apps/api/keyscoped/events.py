@@ -13,6 +13,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -402,8 +403,17 @@ _EXPORT_ID = path_parameter("export_id", "The export's id (`exp_…`).")
 class EvidenceExportRequestApi(DashboardApi):
     permission_classes = [role_required(Role.AUDITOR)]
 
-    # The window of the synchronous export, read the same way.
-    InputSerializer = EvidenceExportApi.InputSerializer
+    class InputSerializer(EvidenceExportApi.InputSerializer):
+        """The window of the synchronous export, read the same way; a ``null`` body is
+        refused as any other non-object."""
+
+        class Meta:
+            ref_name = "EvidenceExportJobRequest"
+
+        def run_validation(self, data: Any = empty) -> Any:
+            if data is None:
+                return self.to_internal_value(data)
+            return super().run_validation(data)
 
     @extend_schema(
         operation_id="evidence_export_request",
