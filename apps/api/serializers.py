@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from django.conf import settings
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -126,3 +128,29 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return str(super().to_internal_value(data))
+
+
+class NoMembersSerializer(serializers.Serializer[Any]):
+    """The body of a route that takes nothing: no body, or an empty JSON object."""
+
+    class Meta:
+        ref_name = "NoMembers"
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, dict) and len(data) == 0:
+            return {}
+        raise InvalidInput("this route takes no body: send nothing or {}")
+
+
+class NoMembersSchema(OpenApiSerializerExtension):  # type: ignore[no-untyped-call]
+    """``NoMembersSerializer`` as a closed empty object (drf-spectacular drops a component
+    without properties, and with it the request body)."""
+
+    target_class = NoMembersSerializer
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "Nothing: send no body, or `{}`.",
+        }

@@ -19,18 +19,22 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
+from rest_framework import serializers
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.fields import empty
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.base import ExceptionHandler, RateLimitedApi
 from apps.api.keyscoped.base import keyscoped_exception_handler
+from apps.api.serializers import HashField
 from apps.api.teampath.base import BearerApiKeyAuthentication, teampath_exception_handler
 from apps.common.errors import InvalidInput
 from apps.common.openapi import (
     keyscoped_error,
     keyscoped_errors,
+    ok,
     teampath_error,
     teampath_errors,
 )
@@ -61,7 +65,6 @@ from apps.transparency.tree.tiles import parse_tile_path
 _DECIMAL = re.compile(r"^[0-9]{1,20}\Z")
 MAX_U64 = 2**64 - 1
 TILE_CACHE = "public, max-age=31536000, immutable"
-HEX64 = "^[0-9a-f]{64}$"
 
 
 # -- throttles and authentication --------------------------------------------------------
@@ -133,105 +136,140 @@ def _size(params: Any, name: str) -> int:
     return int(value)
 
 
-# -- OpenAPI helpers ---------------------------------------------------------------------
-
-_HASH = {"type": "string", "pattern": HEX64}
-_HASHES = {"type": "array", "items": _HASH, "maxItems": 64}
-_U64 = {"type": "integer", "minimum": 0}
+# -- bodies (the same in both profiles) ----------------------------------------------------
 
 
-def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required if required is not None else list(properties),
-    }
+class _U64Field(serializers.IntegerField):
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 0)
+        super().__init__(**kwargs)
 
 
-PROOF_OBJECT = _object(
-    {
-        "log_id": {"type": "string"},
-        "leaf_index": _U64,
-        "inclusion_proof": _HASHES,
-        "org_root": _HASH,
-        "org_tree_size": {"type": "integer", "minimum": 1},
-        "epoch": {"type": "integer", "minimum": 1},
-        "org_id": {"type": "string", "pattern": "^olog_[a-z2-7]{26}$"},
-        "top_leaf_index": _U64,
-        "top_inclusion_proof": {**_HASHES, "minItems": 1},
-        "checkpoint": {"type": "string"},
-        "cosignatures": {
-            "type": "array",
-            "minItems": 1,
-            "items": _object({"witness_key": {"type": "string"}, "signature": {"type": "string"}}),
-        },
-    },
-    required=[
-        "log_id", "leaf_index", "inclusion_proof", "org_root", "org_tree_size", "epoch",
-        "org_id", "top_leaf_index", "checkpoint",
-    ],
-)  # fmt: skip
-TOP_CONSISTENCY = _object({"first": _U64, "second": _U64, "proof": _HASHES})
-ORG_CONSISTENCY = _object(
-    {
-        "org_id": {"type": "string"},
-        "first": _U64,
-        "second": _U64,
-        "first_root": _HASH,
-        "second_root": _HASH,
-        "proof": _HASHES,
-    }
-)
-LEAVES = _object(
-    {
-        "start": _U64,
-        "end": _U64,
-        "leaves": {
-            "type": "array",
-            "items": _object(
-                {
-                    "index": _U64,
-                    "epoch": _U64,
-                    "org_id": {"type": "string"},
-                    "org_tree_size": _U64,
-                    "org_root": _HASH,
-                }
-            ),
-        },
-    }
-)
-WITNESSES = _object(
-    {
-        "witnesses": {
-            "type": "array",
-            "items": _object(
-                {
-                    "name": {"type": "string"},
-                    "key_id": {"type": "string"},
-                    "vkey": {"type": "string"},
-                    "active": {"type": "boolean"},
-                }
-            ),
-        }
-    }
-)
-COSIGNATURE_ANSWER = _object(
-    {
-        "status": {"type": "string", "enum": ["accepted", "duplicate"]},
-        "checkpoint_size": _U64,
-        "witness": {"type": "string"},
-        "key_id": {"type": "string"},
-        "timestamp": _U64,
-    }
-)
-COSIGNATURE_BODY = {
-    "type": "object",
-    "properties": {
-        "checkpoint_size": {"type": "integer", "minimum": 1},
-        "cosignature": {"type": "string", "description": "A cosignature/v1 line (§4.4)."},
-    },
-    "required": ["checkpoint_size", "cosignature"],
-}
+class _HashesField(serializers.ListField):
+    """Hashes along a Merkle path, hex, at most 64."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=HashField(), max_length=64, **kwargs)
+
+
+class ProofCosignatureSerializer(serializers.Serializer[Any]):
+    witness_key = serializers.CharField()
+    signature = serializers.CharField()
+
+    class Meta:
+        ref_name = "LogProofCosignature"
+
+
+class ProofSerializer(serializers.Serializer[Any]):
+    """The proof object (§5.1): the receipt's inclusion in its org's log, that log's head in
+    the top log, the checkpoint, and (once published) its cosignatures."""
+
+    log_id = serializers.CharField()
+    leaf_index = _U64Field()
+    inclusion_proof = _HashesField()
+    org_root = HashField()
+    org_tree_size = serializers.IntegerField(min_value=1)
+    epoch = serializers.IntegerField(min_value=1)
+    org_id = serializers.RegexField(r"^olog_[a-z2-7]{26}$")
+    top_leaf_index = _U64Field()
+    top_inclusion_proof = _HashesField(min_length=1, required=False)
+    checkpoint = serializers.CharField()
+    cosignatures = serializers.ListField(
+        child=ProofCosignatureSerializer(), min_length=1, required=False
+    )
+
+    class Meta:
+        ref_name = "LogProof"
+
+
+class TopConsistencySerializer(serializers.Serializer[Any]):
+    first = _U64Field()
+    second = _U64Field()
+    proof = _HashesField()
+
+    class Meta:
+        ref_name = "LogConsistency"
+
+
+class OrgConsistencySerializer(serializers.Serializer[Any]):
+    org_id = serializers.CharField()
+    first = _U64Field()
+    second = _U64Field()
+    first_root = HashField()
+    second_root = HashField()
+    proof = _HashesField()
+
+    class Meta:
+        ref_name = "LogOrgConsistency"
+
+
+class LeafSerializer(serializers.Serializer[Any]):
+    index = _U64Field()
+    epoch = _U64Field()
+    org_id = serializers.CharField()
+    org_tree_size = _U64Field()
+    org_root = HashField()
+
+    class Meta:
+        ref_name = "LogLeaf"
+
+
+class LeavesSerializer(serializers.Serializer[Any]):
+    start = _U64Field()
+    end = _U64Field()
+    leaves = LeafSerializer(many=True)
+
+    class Meta:
+        ref_name = "LogLeaves"
+
+
+class WitnessSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    key_id = serializers.CharField()
+    vkey = serializers.CharField()
+    active = serializers.BooleanField()
+
+    class Meta:
+        ref_name = "LogWitness"
+
+
+class WitnessesSerializer(serializers.Serializer[Any]):
+    witnesses = WitnessSerializer(many=True)
+
+    class Meta:
+        ref_name = "LogWitnesses"
+
+
+class CosignatureInputSerializer(serializers.Serializer[Any]):
+    """A witness's cosignature of a checkpoint. The members are judged by
+    ``cosignature_submit`` in §5.6's order and words, not here: this only reads them."""
+
+    checkpoint_size = serializers.IntegerField(min_value=1)
+    cosignature = serializers.CharField(help_text="A cosignature/v1 line (§4.4).")
+
+    class Meta:
+        ref_name = "LogCosignatureRequest"
+
+    def run_validation(self, data: Any = empty) -> dict[str, Any]:
+        return self.to_internal_value(data)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise InvalidInput("the body must be a JSON object {checkpoint_size, cosignature}")
+        return {name: data.get(name) for name in ("checkpoint_size", "cosignature")}
+
+
+class CosignatureOutputSerializer(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(["accepted", "duplicate"])
+    checkpoint_size = _U64Field()
+    witness = serializers.CharField()
+    key_id = serializers.CharField()
+    timestamp = _U64Field()
+
+    class Meta:
+        ref_name = "LogCosignatureAnswer"
+
+
 _TEXT = OpenApiResponse(response=OpenApiTypes.STR, description="The checkpoint note (§4.2).")
 _BINARY = OpenApiResponse(response=OpenApiTypes.BINARY, description="Tile bytes (§6).")
 
@@ -302,7 +340,7 @@ def _views(profile: str) -> dict[str, type[Any]]:
         auth=[],
         parameters=[_query("first", "The smaller size"), _query("second", "The larger")],
         responses={
-            200: OpenApiResponse(TOP_CONSISTENCY, description="The proof"),
+            200: ok(TopConsistencySerializer, "The proof"),
             **_public_errors(profile, **{"s422" if keyscoped else "s400": ["validation_failed"]}),
         },
     )
@@ -311,9 +349,8 @@ def _views(profile: str) -> dict[str, type[Any]]:
             first = _size(request.query_params, "first")
             second = _size(request.query_params, "second")
             proof = top_consistency(first=first, second=second)
-            return Response(
-                {"first": first, "second": second, "proof": [value.hex() for value in proof]}
-            )
+            body = {"first": first, "second": second, "proof": [value.hex() for value in proof]}
+            return Response(TopConsistencySerializer(body).data)
 
     @_schema(
         profile,
@@ -325,7 +362,7 @@ def _views(profile: str) -> dict[str, type[Any]]:
             _query("second", "A larger published head's size"),
         ],
         responses={
-            200: OpenApiResponse(ORG_CONSISTENCY, description="The proof and both roots"),
+            200: ok(OrgConsistencySerializer, "The proof and both roots"),
             **_public_errors(
                 profile,
                 s404=["org_head_not_found"],
@@ -338,16 +375,15 @@ def _views(profile: str) -> dict[str, type[Any]]:
             first = _size(request.query_params, "first")
             second = _size(request.query_params, "second")
             found = org_consistency(org_id=org_id, first=first, second=second)
-            return Response(
-                {
-                    "org_id": found.org_id,
-                    "first": found.first,
-                    "second": found.second,
-                    "first_root": found.first_root.hex(),
-                    "second_root": found.second_root.hex(),
-                    "proof": [value.hex() for value in found.proof],
-                }
-            )
+            body = {
+                "org_id": found.org_id,
+                "first": found.first,
+                "second": found.second,
+                "first_root": found.first_root.hex(),
+                "second_root": found.second_root.hex(),
+                "proof": [value.hex() for value in found.proof],
+            }
+            return Response(OrgConsistencySerializer(body).data)
 
     @_schema(
         profile,
@@ -356,7 +392,7 @@ def _views(profile: str) -> dict[str, type[Any]]:
         auth=[],
         parameters=[_query("start", "First index"), _query("end", "Index past the last")],
         responses={
-            200: OpenApiResponse(LEAVES, description="The leaves; `end` says where they stop"),
+            200: ok(LeavesSerializer, "The leaves; `end` says where they stop"),
             **_public_errors(profile, **{"s422" if keyscoped else "s400": ["validation_failed"]}),
         },
     )
@@ -365,7 +401,7 @@ def _views(profile: str) -> dict[str, type[Any]]:
             start = _size(request.query_params, "start")
             end = _size(request.query_params, "end")
             stop, leaves = top_leaves(start=start, end=end)
-            return Response({"start": start, "end": stop, "leaves": leaves})
+            return Response(LeavesSerializer({"start": start, "end": stop, "leaves": leaves}).data)
 
     @_schema(
         profile,
@@ -373,20 +409,13 @@ def _views(profile: str) -> dict[str, type[Any]]:
         "Every registered witness key (discovery, never a trust root)",
         auth=[],
         responses={
-            200: OpenApiResponse(WITNESSES, description="By name, key ID"),
+            200: ok(WitnessesSerializer, "By name, key ID"),
             **_public_errors(profile),
         },
     )
     class WitnessesApi(PublicLogApi):
         def get(self, request: Request) -> Response:
-            return Response(
-                {
-                    "witnesses": [
-                        {"name": w.name, "key_id": w.key_id, "vkey": w.vkey, "active": w.active}
-                        for w in witness_list()
-                    ]
-                }
-            )
+            return Response(WitnessesSerializer({"witnesses": witness_list()}).data)
 
     bad_body = "s422" if keyscoped else "s400"
     cosign_errors = _public_errors(
@@ -404,10 +433,10 @@ def _views(profile: str) -> dict[str, type[Any]]:
         "Submit a registered witness's cosignature/v1 line",
         method="post",
         auth=[],
-        request={"application/json": COSIGNATURE_BODY},
+        request=CosignatureInputSerializer,
         responses={
-            201: OpenApiResponse(COSIGNATURE_ANSWER, description="Accepted"),
-            200: OpenApiResponse(COSIGNATURE_ANSWER, description="A duplicate"),
+            201: ok(CosignatureOutputSerializer, "Accepted"),
+            200: ok(CosignatureOutputSerializer, "A duplicate"),
             **cosign_errors,
         },
     )
@@ -415,13 +444,13 @@ def _views(profile: str) -> dict[str, type[Any]]:
         throttle_classes = [CosignRateThrottle]
 
         def post(self, request: Request) -> Response:
-            data = request.data
-            if not isinstance(data, dict):
-                raise InvalidInput("the body must be a JSON object {checkpoint_size, cosignature}")
-            result = cosignature_submit(
-                checkpoint_size=data.get("checkpoint_size"), cosignature=data.get("cosignature")
+            data = CosignatureInputSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            result = cosignature_submit(**data.validated_data)
+            return Response(
+                CosignatureOutputSerializer(result.as_dict()).data,
+                status=201 if result.created else 200,
             )
-            return Response(result.as_dict(), status=201 if result.created else 200)
 
     @_schema(
         profile,
@@ -476,7 +505,7 @@ _PENDING = "Not yet in a checkpoint: retry after `Retry-After` seconds"
         summary="A mirrored receipt's transparency proof object (SDK: receipts:write; auditor+)",
         tags=["transparency"],
         responses={
-            200: OpenApiResponse(PROOF_OBJECT, description="The proof object (§5.1)"),
+            200: ok(ProofSerializer, "The proof object (§5.1)"),
             **keyscoped_errors(
                 403,
                 s404=keyscoped_error("No such receipt for the caller"),
@@ -502,7 +531,9 @@ class ReceiptProofApi(_ProfileApi):
     def get(self, request: Request, action_hash: str) -> Response:
         principal: object = request.user
         assert isinstance(principal, ApiKeyPrincipal | ConsolePrincipal)
-        return Response(receipt_proof(org=principal.org, action_hash=action_hash))
+        return Response(
+            ProofSerializer(receipt_proof(org=principal.org, action_hash=action_hash)).data
+        )
 
 
 @extend_schema_view(
@@ -511,7 +542,7 @@ class ReceiptProofApi(_ProfileApi):
         summary="A mirrored receipt's transparency proof object (the team's key, receipts:write)",
         tags=["transparency"],
         responses={
-            200: OpenApiResponse(PROOF_OBJECT, description="The proof object (§5.1)"),
+            200: ok(ProofSerializer, "The proof object (§5.1)"),
             **teampath_errors(
                 s404=teampath_error(["receipt_not_found"], "No such receipt for the key's team"),
                 s409=teampath_error(["proof_pending"], _PENDING),
@@ -530,4 +561,6 @@ class TeamReceiptProofApi(_ProfileApi):
     def get(self, request: Request, receipt_id: str) -> Response:
         principal: object = request.user
         assert isinstance(principal, ApiKeyPrincipal)
-        return Response(receipt_proof(org=principal.org, action_hash=receipt_id))
+        return Response(
+            ProofSerializer(receipt_proof(org=principal.org, action_hash=receipt_id)).data
+        )

@@ -5,9 +5,10 @@ serializers (``apps/api``). This module keeps only what no serializer says: the 
 components of the two contracts (key-scoped ``{"detail"}`` and its refusals with extra
 members, team-path ``{"error", "message"}`` with the code catalogue as an enum), which the
 exception handlers build; the signed receipt, which the strict decoder reads, not a
-serializer; the helpers that state an operation's statuses; the
-security schemes of the credentials; and the post-processing hook that finishes one
-profile's document (title, the components it references, ``/metrics``, response headers).
+serializer; the webhook bodies (``openapi_events``), which are sent, not served; the
+helpers that state an operation's statuses; the security schemes of the credentials; and
+the post-processing hook that finishes one profile's document (title, the components it
+references, ``/metrics``, response headers).
 
 A profile's document is generated from that profile's URL conf, so it lists exactly the
 routes that deployment serves (``profile_document`` builds it without a request).
@@ -177,16 +178,6 @@ COMPONENTS: dict[str, Schema] = {
 COMPONENTS.update(EVENT_COMPONENTS)
 
 # --- Responses -----------------------------------------------------------------------
-
-
-def json_body(name: str) -> dict[str, Schema]:
-    """A JSON request body of a hand-kept component (routes not yet described by their
-    serializers)."""
-    return {"application/json": ref(name)}
-
-
-def list_of(name: str) -> Schema:
-    return {"type": "array", "items": ref(name)}
 
 
 def ok(schema: Schema | str | type | BaseSerializer[Any], description: str = "") -> OpenApiResponse:

@@ -1,26 +1,15 @@
-"""OpenAPI components of outbound events (apps.events): each event type's payload, the
-Standard Webhooks envelope they travel in, and the dashboard's endpoint and delivery
-bodies. Merged into ``apps.common.openapi.COMPONENTS``; every profile's document carries
-``WebhookEvent`` and what it references."""
+"""OpenAPI components of outbound events (apps.events): each event type's payload and the
+Standard Webhooks envelope they travel in. They are sent, not served, so no view's
+serializer describes them; the routes that manage endpoints and deliveries describe their
+bodies with serializers (``apps.api.keyscoped.events``). Merged into
+``apps.common.openapi.COMPONENTS``; every profile's document carries ``WebhookEvent`` and
+what it references."""
 
 from __future__ import annotations
 
 from typing import Any
 
 Schema = dict[str, Any]
-
-EVENT_TYPES = (
-    "approval.opened",
-    "approval.waiting_for_approvers",
-    "approval.vote_recorded",
-    "approval.decided",
-    "receipt.refused",
-    "policy.deployed",
-    "quota.threshold",
-    "api_key.created",
-    "api_key.revoked",
-)
-EMAIL_EVENT_TYPES = EVENT_TYPES[:4]
 
 _HASH: Schema = {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "64 lowercase hex"}
 _STR: Schema = {"type": "string"}
@@ -190,8 +179,6 @@ _ENVELOPES = {
     "api_key.revoked": ("ApiKeyRevokedWebhook", "ApiKeyEvent"),
 }
 
-_EVENT_TYPE: Schema = {"type": "string", "enum": list(EVENT_TYPES)}
-
 EVENT_COMPONENTS: dict[str, Schema] = {
     **_PAYLOADS,
     **{name: _envelope(kind, data) for kind, (name, data) in _ENVELOPES.items()},
@@ -208,130 +195,4 @@ EVENT_COMPONENTS: dict[str, Schema] = {
         "`{id}.{timestamp}.{body}`; during a secret rotation two, space-separated). A `slack` "
         'endpoint receives `{"text": ...}` instead.',
     },
-    "EventType": _EVENT_TYPE,
-    "WebhookEndpoint": _obj(
-        {
-            "id": {"type": "string", "example": "ep_…"},
-            "url": {"type": "string", "format": "uri"},
-            "description": _STR,
-            "event_types": {"type": "array", "items": _ref("EventType")},
-            "format": {"type": "string", "enum": ["standard", "slack"]},
-            "enabled": {"type": "boolean"},
-            "disabled_reason": _STR,
-            "consecutive_failures": {"type": "integer"},
-            "rotating": {"type": "boolean", "description": "The previous secret still signs."},
-            "created_at": _DT,
-        },
-        [
-            "id",
-            "url",
-            "description",
-            "event_types",
-            "format",
-            "enabled",
-            "disabled_reason",
-            "consecutive_failures",
-            "rotating",
-            "created_at",
-        ],
-    ),
-    "WebhookEndpointWithSecret": {
-        "allOf": [
-            _ref("WebhookEndpoint"),
-            _obj(
-                {"secret": {"type": "string", "description": "`whsec_…`: shown this once."}},
-                ["secret"],
-            ),
-        ]
-    },
-    "WebhookEndpointCreate": _obj(
-        {
-            "url": {"type": "string", "format": "uri"},
-            "event_types": {"type": "array", "items": _ref("EventType"), "minItems": 1},
-            "format": {"type": "string", "enum": ["standard", "slack"], "default": "standard"},
-            "description": _STR,
-            "enabled": {"type": "boolean", "default": True},
-        },
-        ["url", "event_types"],
-    ),
-    "WebhookEndpointUpdate": _obj(
-        {
-            "url": {"type": "string", "format": "uri"},
-            "event_types": {"type": "array", "items": _ref("EventType"), "minItems": 1},
-            "format": {"type": "string", "enum": ["standard", "slack"]},
-            "description": _STR,
-            "enabled": {"type": "boolean"},
-        },
-        [],
-    ),
-    "WebhookDelivery": _obj(
-        {
-            "id": {"type": "integer"},
-            "event_id": {"type": "string", "description": "The `webhook-id`."},
-            "event_type": _ref("EventType"),
-            "status": {"type": "string", "enum": ["pending", "sending", "succeeded", "failed"]},
-            "attempts": {"type": "integer"},
-            "last_status_code": {"type": "integer", "nullable": True},
-            "last_latency_ms": {"type": "integer", "nullable": True},
-            "last_error": _STR,
-            "next_attempt_at": _DT,
-            "last_attempt_at": _NDT,
-            "delivered_at": _NDT,
-            "created_at": _DT,
-            "event": _ref("WebhookEvent"),
-        },
-        [
-            "id",
-            "event_id",
-            "event_type",
-            "status",
-            "attempts",
-            "last_status_code",
-            "last_latency_ms",
-            "last_error",
-            "next_attempt_at",
-            "last_attempt_at",
-            "delivered_at",
-            "created_at",
-            "event",
-        ],
-    ),
-    "EmailSubscriptions": _obj(
-        {
-            "event_types": {
-                "type": "array",
-                "items": {"type": "string", "enum": list(EMAIL_EVENT_TYPES)},
-            }
-        },
-        ["event_types"],
-        "The signed-in member's email opt-ins in this org (approval events only).",
-    ),
-    "EvidenceExportJob": _obj(
-        {
-            "id": _STR,
-            "status": {"type": "string", "enum": ["pending", "running", "ready", "failed"]},
-            "from": {"type": "string", "format": "date", "nullable": True},
-            "to": {"type": "string", "format": "date", "nullable": True},
-            "created_at": _DT,
-            "finished_at": _NDT,
-            "size": {"type": "integer", "nullable": True},
-            "sha256": _NSTR,
-            "error": _STR,
-            "url": {"type": "string", "description": "Poll here."},
-            "download_url": {"type": "string", "nullable": True, "description": "Once ready."},
-        },
-        [
-            "id",
-            "status",
-            "from",
-            "to",
-            "created_at",
-            "finished_at",
-            "size",
-            "sha256",
-            "error",
-            "url",
-            "download_url",
-        ],
-    ),
 }

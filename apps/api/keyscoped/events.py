@@ -11,16 +11,19 @@ from typing import Any
 from django.http import FileResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.keyscoped.audit import EvidenceExportApi
 from apps.api.keyscoped.base import DashboardApi
+from apps.api.serializers import NoMembersSerializer, Rfc3339Field
 from apps.audit.evidence import parse_window
 from apps.common.errors import InvalidInput, NotFound
-from apps.common.openapi import json_body, keyscoped_errors, list_of, ok, path_parameter
+from apps.common.openapi import keyscoped_errors, ok, path_parameter, ref
 from apps.events.exports import (
     evidence_export_job,
     evidence_export_request,
@@ -29,6 +32,7 @@ from apps.events.exports import (
 from apps.events.models import (
     EMAIL_EVENT_TYPES,
     Delivery,
+    DeliveryStatus,
     EndpointFormat,
     EventType,
     EvidenceExportJob,
@@ -55,55 +59,129 @@ from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
+class _EventTypesField(serializers.ListField):
+    def __init__(self, **kwargs: Any) -> None:
+        if not kwargs.setdefault("allow_empty", False):
+            kwargs["min_length"] = 1  # documented as minItems; "empty" is still the refusal
+        super().__init__(child=serializers.ChoiceField(choices=EventType.values), **kwargs)
 
 
-def endpoint_body(endpoint: WebhookEndpoint, *, secret: bool = False) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": endpoint.endpoint_id,
-        "url": endpoint.url,
-        "description": endpoint.description,
-        "event_types": list(endpoint.event_types),
-        "format": endpoint.format,
-        "enabled": endpoint.enabled,
-        "disabled_reason": endpoint.disabled_reason,
-        "consecutive_failures": endpoint.consecutive_failures,
-        "rotating": len(signing_secrets(endpoint)) > 1,
-        "created_at": _iso(endpoint.created_at),
-    }
-    if secret:
-        body["secret"] = endpoint.secret
-    return body
+class WebhookEndpointSerializer(serializers.Serializer[Any]):
+    """A webhook endpoint as every endpoint route answers it; never its secret."""
+
+    id = serializers.CharField(source="endpoint_id", help_text="`ep_…`")
+    url = serializers.URLField()
+    description = serializers.CharField()
+    event_types = _EventTypesField(allow_empty=True)
+    format = serializers.ChoiceField(EndpointFormat.values)
+    enabled = serializers.BooleanField()
+    disabled_reason = serializers.CharField()
+    consecutive_failures = serializers.IntegerField()
+    rotating = serializers.SerializerMethodField(help_text="The previous secret still signs.")
+    created_at = Rfc3339Field()
+
+    class Meta:
+        ref_name = "WebhookEndpoint"
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_rotating(self, endpoint: WebhookEndpoint) -> bool:
+        return len(signing_secrets(endpoint)) > 1
 
 
-def delivery_body(delivery: Delivery) -> dict[str, Any]:
-    event = delivery.event
-    return {
-        "id": delivery.pk,
-        "event_id": event.event_id,
-        "event_type": event.type,
-        "status": delivery.status,
-        "attempts": delivery.attempts,
-        "last_status_code": delivery.last_status_code,
-        "last_latency_ms": delivery.last_latency_ms,
-        "last_error": delivery.last_error,
-        "next_attempt_at": _iso(delivery.next_attempt_at),
-        "last_attempt_at": _iso(delivery.last_attempt_at),
-        "delivered_at": _iso(delivery.delivered_at),
-        "created_at": _iso(delivery.created_at),
-        "event": {"type": event.type, "timestamp": _iso(event.created_at), "data": event.payload},
-    }
+class WebhookEndpointWithSecretSerializer(WebhookEndpointSerializer):
+    """An endpoint just created or given a new secret: the answer shows the secret, once."""
+
+    secret = serializers.CharField(help_text="`whsec_…`: shown this once.")
+
+    class Meta:
+        ref_name = "WebhookEndpointWithSecret"
+
+
+@extend_schema_field(ref("WebhookEvent"))
+class _EventField(serializers.Field):  # type: ignore[type-arg]
+    """The delivered event, as the webhook body carries it (Standard Webhooks envelope)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, delivery: Delivery) -> dict[str, Any]:
+        event = delivery.event
+        return {
+            "type": event.type,
+            "timestamp": Rfc3339Field().to_representation(event.created_at),
+            "data": event.payload,
+        }
+
+
+class WebhookDeliverySerializer(serializers.Serializer[Any]):
+    """One delivery of an event to an endpoint, with its attempts so far."""
+
+    id = serializers.IntegerField(source="pk")
+    event_id = serializers.CharField(source="event.event_id", help_text="The `webhook-id`.")
+    event_type = serializers.ChoiceField(EventType.values, source="event.type")
+    status = serializers.ChoiceField(DeliveryStatus.values)
+    attempts = serializers.IntegerField()
+    last_status_code = serializers.IntegerField(allow_null=True)
+    last_latency_ms = serializers.IntegerField(allow_null=True)
+    last_error = serializers.CharField()
+    next_attempt_at = Rfc3339Field()
+    last_attempt_at = Rfc3339Field(allow_null=True)
+    delivered_at = Rfc3339Field(allow_null=True)
+    created_at = Rfc3339Field()
+    event = _EventField()
+
+    class Meta:
+        ref_name = "WebhookDelivery"
+
+
+class EvidenceExportJobSerializer(serializers.Serializer[EvidenceExportJob]):
+    """A background evidence export: its state, and its links."""
+
+    id = serializers.CharField(source="export_id")
+    status = serializers.ChoiceField(ExportStatus.values)
+    created_at = Rfc3339Field()
+    finished_at = Rfc3339Field(allow_null=True)
+    size = serializers.IntegerField(allow_null=True)
+    sha256 = serializers.SerializerMethodField()
+    error = serializers.CharField()
+    url = serializers.SerializerMethodField(help_text="Poll here.")
+    download_url = serializers.SerializerMethodField(help_text="Once ready.")
+
+    class Meta:
+        ref_name = "EvidenceExportJob"
+
+    def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
+        # ``from`` and ``to`` are Python keywords: declared here, in the wire's order.
+        fields = super().get_fields()
+        window = {
+            name: serializers.DateField(source=f"window_{name}", allow_null=True)
+            for name in ("from", "to")
+        }
+        order = ("id", "status", "from", "to")
+        return {
+            **{name: {**fields, **window}[name] for name in order},
+            **{name: field for name, field in fields.items() if name not in order},
+        }
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_sha256(self, job: EvidenceExportJob) -> str | None:
+        return job.sha256 or None
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_url(self, job: EvidenceExportJob) -> str:
+        return reverse("evidence-export-job", args=[job.export_id])
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_download_url(self, job: EvidenceExportJob) -> str | None:
+        if job.status != ExportStatus.READY:
+            return None
+        return reverse("evidence-export-download", args=[job.export_id])
 
 
 def no_members(request: Request) -> None:
     """A route that takes nothing: no body, or an empty JSON object (read strictly)."""
-    if not request.body:
-        return
-    data = request.data
-    if isinstance(data, dict) and len(data) == 0:
-        return
-    raise InvalidInput("this route takes no body: send nothing or {}")
+    if request.body:
+        NoMembersSerializer(data=request.data).is_valid(raise_exception=True)
 
 
 class _ReadsFor(DashboardApi):
@@ -117,33 +195,9 @@ class _ReadsFor(DashboardApi):
         return [role_required(role)()]
 
 
-class _EventTypesField(serializers.ListField):
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(
-            child=serializers.ChoiceField(choices=EventType.values), allow_empty=False, **kwargs
-        )
-
-
-# POSTs that take nothing: an empty JSON object (or no body).
-_EMPTY_BODY = {"application/json": {"type": "object", "additionalProperties": False}}
 _ENDPOINT_ID = path_parameter("endpoint_id", "The endpoint's id (`ep_…`).")
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="webhook_endpoints_list",
-        summary="The org's webhook endpoints (auditor+); secrets are never listed",
-        tags=["webhooks"],
-        responses={200: ok(list_of("WebhookEndpoint")), **keyscoped_errors(403)},
-    ),
-    post=extend_schema(
-        operation_id="webhook_endpoint_create",
-        summary="Add a webhook endpoint (manager+); the answer shows its secret, once",
-        tags=["webhooks"],
-        request=json_body("WebhookEndpointCreate"),
-        responses={201: ok("WebhookEndpointWithSecret"), **keyscoped_errors(403, 422)},
-    ),
-)
 class WebhookEndpointListApi(_ReadsFor):
     class InputSerializer(serializers.Serializer[Any]):
         url = serializers.URLField(max_length=2000)
@@ -155,46 +209,37 @@ class WebhookEndpointListApi(_ReadsFor):
                                             allow_blank=True)  # fmt: skip
         enabled = serializers.BooleanField(required=False, default=True)
 
+        class Meta:
+            ref_name = "WebhookEndpointCreate"
+
+    @extend_schema(
+        operation_id="webhook_endpoints_list",
+        summary="The org's webhook endpoints (auditor+); secrets are never listed",
+        tags=["webhooks"],
+        responses={200: ok(WebhookEndpointSerializer(many=True)), **keyscoped_errors(403)},
+    )
     def get(self, request: Request) -> Response:
         org = console_principal(request).org
-        return Response([endpoint_body(endpoint) for endpoint in webhook_endpoints(org=org)])
+        return Response(WebhookEndpointSerializer(webhook_endpoints(org=org), many=True).data)
 
+    @extend_schema(
+        operation_id="webhook_endpoint_create",
+        summary="Add a webhook endpoint (manager+); the answer shows its secret, once",
+        tags=["webhooks"],
+        request=InputSerializer,
+        responses={201: ok(WebhookEndpointWithSecretSerializer), **keyscoped_errors(403, 422)},
+    )
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         endpoint = webhook_endpoint_create(
             org=console_principal(request).org, **data.validated_data
         )
-        return Response(endpoint_body(endpoint, secret=True), status=HTTPStatus.CREATED)
+        return Response(
+            WebhookEndpointWithSecretSerializer(endpoint).data, status=HTTPStatus.CREATED
+        )
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="webhook_endpoint_detail",
-        summary="One webhook endpoint (auditor+)",
-        tags=["webhooks"],
-        parameters=[_ENDPOINT_ID],
-        responses={200: ok("WebhookEndpoint"), **keyscoped_errors(403, 404)},
-    ),
-    patch=extend_schema(
-        operation_id="webhook_endpoint_update",
-        summary="Change a webhook endpoint; enabling it clears its failure run (manager+)",
-        tags=["webhooks"],
-        parameters=[_ENDPOINT_ID],
-        request=json_body("WebhookEndpointUpdate"),
-        responses={200: ok("WebhookEndpoint"), **keyscoped_errors(403, 404, 422)},
-    ),
-    delete=extend_schema(
-        operation_id="webhook_endpoint_delete",
-        summary="Remove a webhook endpoint and its delivery log (manager+)",
-        tags=["webhooks"],
-        parameters=[_ENDPOINT_ID],
-        responses={
-            200: ok("WebhookEndpoint", "Removed: what it was."),
-            **keyscoped_errors(403, 404),
-        },
-    ),
-)
 class WebhookEndpointDetailApi(_ReadsFor):
     class InputSerializer(serializers.Serializer[Any]):
         url = serializers.URLField(max_length=2000, required=False)
@@ -203,72 +248,93 @@ class WebhookEndpointDetailApi(_ReadsFor):
         description = serializers.CharField(max_length=200, required=False, allow_blank=True)
         enabled = serializers.BooleanField(required=False)
 
-    def get(self, request: Request, endpoint_id: str) -> Response:
-        org = console_principal(request).org
-        return Response(endpoint_body(webhook_endpoint_get(org=org, endpoint_id=endpoint_id)))
+        class Meta:
+            ref_name = "WebhookEndpointUpdate"
 
+    @extend_schema(
+        operation_id="webhook_endpoint_detail",
+        summary="One webhook endpoint (auditor+)",
+        tags=["webhooks"],
+        parameters=[_ENDPOINT_ID],
+        responses={200: ok(WebhookEndpointSerializer), **keyscoped_errors(403, 404)},
+    )
+    def get(self, request: Request, endpoint_id: str) -> Response:
+        endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
+        return Response(WebhookEndpointSerializer(endpoint).data)
+
+    @extend_schema(
+        operation_id="webhook_endpoint_update",
+        summary="Change a webhook endpoint; enabling it clears its failure run (manager+)",
+        tags=["webhooks"],
+        parameters=[_ENDPOINT_ID],
+        request=InputSerializer,
+        responses={200: ok(WebhookEndpointSerializer), **keyscoped_errors(403, 404, 422)},
+    )
     def patch(self, request: Request, endpoint_id: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
-        return Response(
-            endpoint_body(webhook_endpoint_update(endpoint=endpoint, **data.validated_data))
-        )
+        endpoint = webhook_endpoint_update(endpoint=endpoint, **data.validated_data)
+        return Response(WebhookEndpointSerializer(endpoint).data)
 
+    @extend_schema(
+        operation_id="webhook_endpoint_delete",
+        summary="Remove a webhook endpoint and its delivery log (manager+)",
+        tags=["webhooks"],
+        parameters=[_ENDPOINT_ID],
+        responses={
+            200: ok(WebhookEndpointSerializer, "Removed: what it was."),
+            **keyscoped_errors(403, 404),
+        },
+    )
     def delete(self, request: Request, endpoint_id: str) -> Response:
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
-        body = endpoint_body(endpoint)
+        body = WebhookEndpointSerializer(endpoint).data
         webhook_endpoint_delete(endpoint=endpoint)
         return Response(body)
 
 
-@extend_schema_view(
-    post=extend_schema(
+class WebhookEndpointRotateSecretApi(_ReadsFor):
+    @extend_schema(
         operation_id="webhook_endpoint_rotate_secret",
         summary="A new signing secret, shown once; the previous one keeps signing during the "
         "overlap (manager+)",
         tags=["webhooks"],
         parameters=[_ENDPOINT_ID],
-        request=_EMPTY_BODY,
-        responses={200: ok("WebhookEndpointWithSecret"), **keyscoped_errors(403, 404, 422)},
+        request=NoMembersSerializer,
+        responses={200: ok(WebhookEndpointWithSecretSerializer), **keyscoped_errors(403, 404, 422)},
     )
-)
-class WebhookEndpointRotateSecretApi(_ReadsFor):
     def post(self, request: Request, endpoint_id: str) -> Response:
         no_members(request)
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
-        return Response(
-            endpoint_body(webhook_endpoint_rotate_secret(endpoint=endpoint), secret=True)
-        )
+        endpoint = webhook_endpoint_rotate_secret(endpoint=endpoint)
+        return Response(WebhookEndpointWithSecretSerializer(endpoint).data)
 
 
-@extend_schema_view(
-    get=extend_schema(
+class WebhookDeliveryListApi(_ReadsFor):
+    @extend_schema(
         operation_id="webhook_deliveries",
         summary="The endpoint's delivery log, newest first: status, response code, latency, "
         "attempts (auditor+)",
         tags=["webhooks"],
         parameters=[_ENDPOINT_ID],
-        responses={200: ok(list_of("WebhookDelivery")), **keyscoped_errors(403, 404)},
+        responses={200: ok(WebhookDeliverySerializer(many=True)), **keyscoped_errors(403, 404)},
     )
-)
-class WebhookDeliveryListApi(_ReadsFor):
     def get(self, request: Request, endpoint_id: str) -> Response:
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
-        return Response([delivery_body(item) for item in endpoint_deliveries(endpoint=endpoint)])
+        deliveries = endpoint_deliveries(endpoint=endpoint)
+        return Response(WebhookDeliverySerializer(deliveries, many=True).data)
 
 
-@extend_schema_view(
-    post=extend_schema(
+class WebhookRedeliverApi(_ReadsFor):
+    @extend_schema(
         operation_id="webhook_redeliver",
         summary="Send a delivery again now, with the same webhook-id (manager+)",
         tags=["webhooks"],
         parameters=[_ENDPOINT_ID],
-        request=_EMPTY_BODY,
-        responses={202: ok("WebhookDelivery"), **keyscoped_errors(403, 404, 422)},
+        request=NoMembersSerializer,
+        responses={202: ok(WebhookDeliverySerializer), **keyscoped_errors(403, 404, 422)},
     )
-)
-class WebhookRedeliverApi(_ReadsFor):
     def post(self, request: Request, endpoint_id: str, delivery_id: int) -> Response:
         no_members(request)
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
@@ -277,24 +343,9 @@ class WebhookRedeliverApi(_ReadsFor):
             raise NotFound(f"no delivery {delivery_id} for this endpoint")
         delivery = delivery_redeliver(delivery=delivery)
         delivery.endpoint = endpoint
-        return Response(delivery_body(delivery), status=HTTPStatus.ACCEPTED)
+        return Response(WebhookDeliverySerializer(delivery).data, status=HTTPStatus.ACCEPTED)
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="email_subscriptions",
-        summary="Your email opt-ins for approval events in this org (viewer+)",
-        tags=["webhooks"],
-        responses={200: ok("EmailSubscriptions"), **keyscoped_errors(403)},
-    ),
-    put=extend_schema(
-        operation_id="email_subscriptions_set",
-        summary="Replace your email opt-ins (approval events only; [] opts out) (viewer+)",
-        tags=["webhooks"],
-        request=json_body("EmailSubscriptions"),
-        responses={200: ok("EmailSubscriptions"), **keyscoped_errors(403, 422)},
-    ),
-)
 class EmailSubscriptionsApi(_ReadsFor):
     read_role = Role.VIEWER
     write_role = Role.VIEWER
@@ -305,10 +356,37 @@ class EmailSubscriptionsApi(_ReadsFor):
             allow_empty=True,
         )
 
+        class Meta:
+            ref_name = "EmailSubscriptionsRequest"
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        """The signed-in member's email opt-ins in this org (approval events only)."""
+
+        event_types = serializers.ListField(
+            child=serializers.ChoiceField(choices=[str(value) for value in EMAIL_EVENT_TYPES])
+        )
+
+        class Meta:
+            ref_name = "EmailSubscriptions"
+
+    @extend_schema(
+        operation_id="email_subscriptions",
+        summary="Your email opt-ins for approval events in this org (viewer+)",
+        tags=["webhooks"],
+        responses={200: ok(OutputSerializer), **keyscoped_errors(403)},
+    )
     def get(self, request: Request) -> Response:
         member = console_principal(request).membership
-        return Response({"event_types": email_subscriptions(org=member.org, user=member.user)})
+        wanted = email_subscriptions(org=member.org, user=member.user)
+        return Response(self.OutputSerializer({"event_types": wanted}).data)
 
+    @extend_schema(
+        operation_id="email_subscriptions_set",
+        summary="Replace your email opt-ins (approval events only; [] opts out) (viewer+)",
+        tags=["webhooks"],
+        request=InputSerializer,
+        responses={200: ok(OutputSerializer), **keyscoped_errors(403, 422)},
+    )
     def put(self, request: Request) -> Response:
         member = console_principal(request).membership
         data = self.InputSerializer(data=request.data)
@@ -316,93 +394,66 @@ class EmailSubscriptionsApi(_ReadsFor):
         wanted = email_subscriptions_set(
             org=member.org, user=member.user, event_types=data.validated_data["event_types"]
         )
-        return Response({"event_types": wanted})
-
-
-def export_body(job: EvidenceExportJob) -> dict[str, Any]:
-    url = reverse("evidence-export-job", args=[job.export_id])
-    return {
-        "id": job.export_id,
-        "status": job.status,
-        "from": job.window_from.isoformat() if job.window_from else None,
-        "to": job.window_to.isoformat() if job.window_to else None,
-        "created_at": _iso(job.created_at),
-        "finished_at": _iso(job.finished_at),
-        "size": job.size,
-        "sha256": job.sha256 or None,
-        "error": job.error,
-        "url": url,
-        "download_url": (
-            reverse("evidence-export-download", args=[job.export_id])
-            if job.status == ExportStatus.READY
-            else None
-        ),
-    }
+        return Response(self.OutputSerializer({"event_types": wanted}).data)
 
 
 _EXPORT_ID = path_parameter("export_id", "The export's id (`exp_…`).")
 
 
-@extend_schema_view(
-    post=extend_schema(
+class EvidenceExportRequestApi(DashboardApi):
+    permission_classes = [role_required(Role.AUDITOR)]
+
+    class InputSerializer(EvidenceExportApi.InputSerializer):
+        """The window of the synchronous export, read the same way; a ``null`` body is
+        refused as any other non-object."""
+
+        class Meta:
+            ref_name = "EvidenceExportJobRequest"
+
+        def run_validation(self, data: Any = empty) -> Any:
+            if data is None:
+                return self.to_internal_value(data)
+            return super().run_validation(data)
+
+    @extend_schema(
         operation_id="evidence_export_request",
         summary="Build the evidence tar in the background; answers 202 with the link to poll "
         "(auditor+)",
         tags=["dashboard"],
-        request={
-            "application/json": {
-                "type": "object",
-                "properties": {
-                    "from": {"type": "string", "format": "date"},
-                    "to": {"type": "string", "format": "date"},
-                },
-                "additionalProperties": False,
-            }
-        },
-        responses={202: ok("EvidenceExportJob"), **keyscoped_errors(403, 422)},
+        request=InputSerializer,
+        responses={202: ok(EvidenceExportJobSerializer), **keyscoped_errors(403, 422)},
     )
-)
-class EvidenceExportRequestApi(DashboardApi):
-    permission_classes = [role_required(Role.AUDITOR)]
-
     def post(self, request: Request) -> Response:
-        data = request.data
-        if not isinstance(data, dict):
-            raise InvalidInput("the body must be a JSON object {from?, to?}")
-        unknown = set(data) - {"from", "to"}
-        if unknown:
-            raise InvalidInput(f"unknown member(s): {', '.join(sorted(unknown))}")
-        values = [data.get(name) for name in ("from", "to")]
-        if any(value is not None and not isinstance(value, str) for value in values):
-            raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        window = parse_window(data.validated_data.get("from"), data.validated_data.get("to"))
         member = console_principal(request).membership
-        job = evidence_export_request(
-            org=member.org, window=parse_window(values[0], values[1]), requested_by=member.user
-        )
-        response = Response(export_body(job), status=HTTPStatus.ACCEPTED)
-        response["Location"] = export_body(job)["url"]
+        job = evidence_export_request(org=member.org, window=window, requested_by=member.user)
+        body = EvidenceExportJobSerializer(job).data
+        response = Response(body, status=HTTPStatus.ACCEPTED)
+        response["Location"] = body["url"]
         return response
 
 
-@extend_schema_view(
-    get=extend_schema(
+class EvidenceExportJobApi(DashboardApi):
+    permission_classes = [role_required(Role.AUDITOR)]
+
+    @extend_schema(
         operation_id="evidence_export_job",
         summary="A background evidence export's state (auditor+)",
         tags=["dashboard"],
         parameters=[_EXPORT_ID],
-        responses={200: ok("EvidenceExportJob"), **keyscoped_errors(403, 404)},
+        responses={200: ok(EvidenceExportJobSerializer), **keyscoped_errors(403, 404)},
     )
-)
-class EvidenceExportJobApi(DashboardApi):
-    permission_classes = [role_required(Role.AUDITOR)]
-
     def get(self, request: Request, export_id: str) -> Response:
         job = evidence_export_job(org=console_principal(request).org, export_id=export_id)
-        return Response(export_body(job))
+        return Response(EvidenceExportJobSerializer(job).data)
 
 
-@extend_schema_view(
-    get=extend_schema(
+class EvidenceExportDownloadApi(DashboardApi):
+    permission_classes = [role_required(Role.AUDITOR)]
+
+    @extend_schema(
         operation_id="evidence_export_download",
         summary="A ready background evidence export's tar (auditor+)",
         tags=["dashboard"],
@@ -412,10 +463,6 @@ class EvidenceExportJobApi(DashboardApi):
             **keyscoped_errors(403, 404, 409),
         },
     )
-)
-class EvidenceExportDownloadApi(DashboardApi):
-    permission_classes = [role_required(Role.AUDITOR)]
-
     def get(self, request: Request, export_id: str) -> FileResponse:
         job = evidence_export_job(org=console_principal(request).org, export_id=export_id)
         if job.status != ExportStatus.READY:
