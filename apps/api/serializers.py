@@ -154,3 +154,29 @@ class NoMembersSchema(OpenApiSerializerExtension):  # type: ignore[no-untyped-ca
             "additionalProperties": False,
             "description": "Nothing: send no body, or `{}`.",
         }
+
+
+@extend_schema_field({"type": "string", "format": "date"})
+class _DateText(serializers.CharField):
+    """A date as sent, ``YYYY-MM-DD``; ``parse_window`` judges it (its words, its range)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
+
+
+class EvidenceWindowInput(serializers.Serializer[Any]):
+    """``{from?, to?}``, both ``YYYY-MM-DD`` and inclusive (``parse_window`` reads them).
+    The member names are Python keywords, hence declared in ``get_fields``."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
+        return {name: _DateText(required=False, allow_null=True) for name in ("from", "to")}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise InvalidInput("the body must be a JSON object {from?, to?}")
+        unknown = set(data) - {"from", "to"}
+        if unknown:
+            raise InvalidInput(f"unknown member(s): {', '.join(sorted(unknown))}")
+        if any(value is not None and not isinstance(value, str) for value in data.values()):
+            raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
+        return super().to_internal_value(data)

@@ -6,29 +6,20 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi
+from apps.api.serializers import EvidenceWindowInput
 from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.audit.selectors import audit_chain_window
-from apps.common.errors import InvalidInput
 from apps.common.openapi import keyscoped_errors, ok
 from apps.common.vocabulary import TRUST_LEVELS
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role
 from apps.tenancy.permissions import console_principal, role_required
-
-
-@extend_schema_field({"type": "string", "format": "date"})
-class _DateText(serializers.CharField):
-    """A date as sent, ``YYYY-MM-DD``; ``parse_window`` judges it (its words, its range)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
-
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -108,25 +99,9 @@ class EvidenceExportApi(DashboardApi):
 
     permission_classes = [role_required(Role.AUDITOR)]
 
-    class InputSerializer(serializers.Serializer[Any]):
-        """``{from?, to?}``, both ``YYYY-MM-DD`` and inclusive (``parse_window`` reads them).
-        The member names are Python keywords, hence declared in ``get_fields``."""
-
+    class InputSerializer(EvidenceWindowInput):
         class Meta:
             ref_name = "EvidenceExportRequest"
-
-        def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
-            return {name: _DateText(required=False, allow_null=True) for name in ("from", "to")}
-
-        def to_internal_value(self, data: Any) -> Any:
-            if not isinstance(data, dict):
-                raise InvalidInput("the body must be a JSON object {from?, to?}")
-            unknown = set(data) - {"from", "to"}
-            if unknown:
-                raise InvalidInput(f"unknown member(s): {', '.join(sorted(unknown))}")
-            if any(value is not None and not isinstance(value, str) for value in data.values()):
-                raise InvalidInput("from, to: dates as strings YYYY-MM-DD")
-            return super().to_internal_value(data)
 
     @extend_schema(
         operation_id="evidence_export",

@@ -18,9 +18,8 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.keyscoped.audit import EvidenceExportApi
 from apps.api.keyscoped.base import DashboardApi
-from apps.api.serializers import NoMembersSerializer, Rfc3339Field
+from apps.api.serializers import EvidenceWindowInput, NoMembersSerializer, Rfc3339Field
 from apps.audit.evidence import parse_window
 from apps.common.errors import InvalidInput, NotFound
 from apps.common.openapi import keyscoped_errors, ok, path_parameter, ref
@@ -403,7 +402,7 @@ _EXPORT_ID = path_parameter("export_id", "The export's id (`exp_…`).")
 class EvidenceExportRequestApi(DashboardApi):
     permission_classes = [role_required(Role.AUDITOR)]
 
-    class InputSerializer(EvidenceExportApi.InputSerializer):
+    class InputSerializer(EvidenceWindowInput):
         """The window of the synchronous export, read the same way; a ``null`` body is
         refused as any other non-object."""
 
