@@ -165,6 +165,16 @@ _PAYLOADS: dict[str, Schema] = {
         ["prefix", "label", "scopes", "created_at", "revoked_at"],
         "An SDK API key was created or revoked (never the key itself).",
     ),
+    "TransparencyAlertEvent": _obj(
+        {
+            "alert": {**_STR, "description": "What monitor_log found (a fork, a rollback, ...)."},
+            "log": {**_STR, "description": "The log's base URL the monitor followed."},
+            "observed_at": _DT,
+        },
+        ["alert", "log", "observed_at"],
+        "The transparency log's monitor found it inconsistent; for the org an alert names, or "
+        "for every org when it concerns the whole log.",
+    ),
 }
 
 _ENVELOPES = {
@@ -177,6 +187,7 @@ _ENVELOPES = {
     "quota.threshold": ("QuotaThresholdWebhook", "QuotaThresholdEvent"),
     "api_key.created": ("ApiKeyCreatedWebhook", "ApiKeyEvent"),
     "api_key.revoked": ("ApiKeyRevokedWebhook", "ApiKeyEvent"),
+    "transparency.alert": ("TransparencyAlertWebhook", "TransparencyAlertEvent"),
 }
 
 EVENT_COMPONENTS: dict[str, Schema] = {
