@@ -19,17 +19,13 @@ from django.http import (
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from apps.common.vocabulary import DECISION_PATHS, LIFECYCLE_KINDS
+from apps.common.vocabulary import DECISION_PATHS, LIFECYCLE_KINDS, VERBS
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
 from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import stored_level_holds
 from apps.receipts.verifier import verify_receipt
 from apps.receipts.verifier.verify import Verdict
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin
-
-# The receipt format's vocabularies (shared/spec receipts.md: action.verb, policy.decision_path).
-VERBS = ("llm_call", "tool_call", "http_request", "payment", "data_export", "account_change",
-         "delete")  # fmt: skip
 
 
 @dataclass(frozen=True)

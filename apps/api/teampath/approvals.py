@@ -39,7 +39,7 @@ from apps.api.serializers import (
 from apps.api.teampath.base import TeamPathApi
 from apps.approvals.content import is_suspended
 from apps.approvals.errors import ReceiptNotSuspended
-from apps.approvals.models import Approval, ApprovalStatus
+from apps.approvals.models import Approval, ApprovalStatus, VoteDecision
 from apps.approvals.selectors import approval_get_by_id
 from apps.approvals.services import (
     approval_open_with_access_token,
@@ -69,7 +69,7 @@ def approval_outcome(approval: Approval) -> str:
 
 class ApprovalVoteSerializer(serializers.Serializer[Any]):
     approverPublicKey = serializers.CharField(source="approver_public_key")  # wire: camelCase
-    decision = serializers.ChoiceField(["approved", "rejected"])
+    decision = serializers.ChoiceField(VoteDecision.values)
     votedAt = Rfc3339Field(source="voted_at")
 
     class Meta:
