@@ -72,6 +72,11 @@ def _recipients(org_id: int, user_ids: list[int]) -> list[str]:
     return sorted({user.email for user in users if user.email})
 
 
+def _send(org_id: int, user_ids: list[int], subject: str, body: str) -> int:
+    """One mail to each of those members who is active and has an address; how many."""
+    return sum(send_mail(subject, body, None, [to]) for to in _recipients(org_id, user_ids))
+
+
 @task()
 def send_event_emails(event_pk: int) -> int:
     """Email an approval event to the members who opted in to its type; how many."""
@@ -83,11 +88,7 @@ def send_event_emails(event_pk: int) -> int:
             "user_id", flat=True
         )
     )
-    subject, body = event_email(event)
-    sent = 0
-    for address in _recipients(event.org_id, user_ids):
-        sent += send_mail(subject, body, None, [address])
-    return sent
+    return _send(event.org_id, user_ids, *event_email(event))
 
 
 @task()
@@ -101,11 +102,7 @@ def send_endpoint_disabled_email(endpoint_pk: int) -> int:
             "user_id", flat=True
         )
     )
-    subject, body = endpoint_disabled_email(endpoint)
-    sent = 0
-    for address in _recipients(endpoint.org_id, owners):
-        sent += send_mail(subject, body, None, [address])
-    return sent
+    return _send(endpoint.org_id, owners, *endpoint_disabled_email(endpoint))
 
 
 # --- periodic work (enqueued by apps.events.periodic) -------------------------------------

@@ -7,13 +7,12 @@ org's last head. Every violation is reported; the state moves only when all chec
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from apps.transparency.client import LogClient, LogUnavailable
+from apps.transparency.state_file import state_load, state_store
 from apps.transparency.tree.merkle import (
     append_hashes,
     frontier_nodes,
@@ -34,24 +33,9 @@ class MonitorReport:
         return {"size": self.size, "new_leaves": self.new_leaves, "alerts": self.alerts}
 
 
-def _load(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {"size": 0, "root": None, "frontier": {}, "orgs": {}}
-    return json.loads(path.read_text())  # type: ignore[no-any-return]
-
-
-def _store(path: Path, state: dict[str, Any]) -> None:
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    with open(temporary, "w") as handle:
-        json.dump(state, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
 def monitor_step(*, client: LogClient, origin: str, state_file: Path) -> MonitorReport:
     """Check the log's newest checkpoint against what was verified before (§8)."""
-    state = _load(state_file)
+    state = state_load(state_file, {"size": 0, "root": None, "frontier": {}, "orgs": {}})
     old_size = int(state["size"])
     report = MonitorReport(size=old_size)
     try:
@@ -150,5 +134,5 @@ def monitor_step(*, client: LogClient, origin: str, state_file: Path) -> Monitor
         frontier={str(level): value.hex() for level, value in edge.items()},
         orgs=orgs,
     )
-    _store(state_file, state)
+    state_store(state_file, state)
     return report

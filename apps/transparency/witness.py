@@ -7,7 +7,6 @@ here touches the service's database or settings.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 from nacl.signing import SigningKey
 
 from apps.transparency.client import LogClient
+from apps.transparency.state_file import state_load, state_store
 from apps.transparency.tree.merkle import verify_consistency
 from apps.transparency.tree.note import NoteError, cosign, parse_checkpoint, vkey_of
 
@@ -40,21 +40,6 @@ def new_key_file(path: Path, name: str) -> str:
     with os.fdopen(descriptor, "w") as handle:
         handle.write(seed.hex() + "\n")
     return vkey_of(name, bytes(SigningKey(seed).verify_key))
-
-
-def _load_state(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    return json.loads(path.read_text())  # type: ignore[no-any-return]
-
-
-def _store_state(path: Path, state: dict[str, Any]) -> None:
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    with open(temporary, "w") as handle:
-        json.dump(state, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 @dataclass
@@ -86,7 +71,7 @@ def witness_step(
         raise WitnessAlarm(f"the log served a malformed checkpoint: {error}") from error
     if checkpoint.origin != origin:
         raise WitnessAlarm(f"the checkpoint's origin is {checkpoint.origin!r}, not {origin!r}")
-    state = _load_state(state_file)
+    state = state_load(state_file, {})
     seen = state.get(origin)
     size, root = checkpoint.size, checkpoint.root
     if seen is not None:
@@ -103,7 +88,7 @@ def witness_step(
     if size == 0:
         return WitnessOutcome(action="nothing_new", size=0)
     state[origin] = {"size": size, "root": root.hex()}
-    _store_state(state_file, state)  # durably, before signing (C2SP tlog-witness)
+    state_store(state_file, state)  # durably, before signing (C2SP tlog-witness)
     line = cosign(seed, name, int(time.time()) if now is None else now, checkpoint.body)
     status, _ = client.submit_cosignature(size, line)
     return WitnessOutcome(action="cosigned", size=size, status=status)
