@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from apps.api.serializers import BaseOutputSerializer, ReceiptField
 from apps.api.teampath.base import TeamPathApi, domain_error_response, parse_body
 from apps.approvals.services import (
+    RECEIPT_REFUSALS,
     claimed_action_hash,
     receipt_intake,
     receipt_intake_batch,
@@ -31,8 +32,6 @@ from apps.common.openapi import ok, receipt_refusal, ref, teampath_error, teampa
 from apps.common.vocabulary import TRUST_LEVELS
 from apps.receipts.errors import (
     BatchTooLarge,
-    ChainConstraint,
-    QuotaExceeded,
     ReceiptMalformed,
     ReceiptRejected,
 )
@@ -40,10 +39,6 @@ from apps.receipts.services import AppendOutcome
 from apps.receipts.verifier import JsonValue, object_members
 from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
-
-# The refusals of one receipt (as opposed to the request as a whole), answered with its
-# OutboxPushResult members.
-RECEIPT_REFUSALS = (InvalidInput, ReceiptMalformed, ReceiptRejected, ChainConstraint, QuotaExceeded)
 
 
 def rejection_reason(refusal: DomainError) -> str:

@@ -17,6 +17,7 @@ pure functions of suspended content in ``apps.approvals.content``.
 
 from apps.approvals.services.expiry import approvals_sweep
 from apps.approvals.services.intake import (
+    RECEIPT_REFUSALS,
     IntakeOutcome,
     ReceiptRefusal,
     claimed_action_hash,
@@ -51,6 +52,7 @@ from apps.approvals.services.voting import (
 __all__ = [
     "APPROVAL_ID_PREFIX",
     "PLACEHOLDER_DECISION_KEY",
+    "RECEIPT_REFUSALS",
     "IntakeOutcome",
     "Opened",
     "OpenedWithToken",

@@ -13,6 +13,7 @@ receipt opens an approval; the mirror below knows nothing of either. The HTTP la
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import get_args
 
 from django.db import transaction
 
@@ -36,8 +37,12 @@ from apps.receipts.services import (
 from apps.receipts.verifier import JsonValue, object_members, verify_receipt_value
 from apps.tenancy.models import ApiKey, Org
 
-# What can refuse one receipt (as opposed to the request that carries it).
+# What can refuse one receipt (as opposed to the request that carries it): the type, and
+# the classes to catch (``except`` takes a tuple, not a union).
 ReceiptRefusal = InvalidInput | ReceiptMalformed | ReceiptRejected | ChainConstraint | QuotaExceeded
+RECEIPT_REFUSALS: tuple[type[ReceiptRefusal], ...] = get_args(ReceiptRefusal)
+# Those decided by verification alone, before anything is appended.
+VERIFY_REFUSALS = (InvalidInput, ReceiptMalformed, ReceiptRejected)
 IntakeOutcome = AppendOutcome | ReceiptRefusal
 
 
@@ -114,7 +119,7 @@ def receipt_intake_batch(
     for receipt in receipts:
         try:
             checked.append(receipt_verify(receipt, org=org))
-        except (InvalidInput, ReceiptMalformed, ReceiptRejected) as refusal:
+        except VERIFY_REFUSALS as refusal:
             checked.append(refusal)
     items = [item for item in checked if isinstance(item, BatchItem)]
     appended = iter(receipt_append_batch(org=org, items=items, api_key=api_key))
