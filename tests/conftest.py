@@ -10,12 +10,22 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from apps.tenancy import key_cache
 from apps.tenancy.models import DEFAULT_SCOPES, Org, Plan, Role, Scope
 from apps.tenancy.services import IssuedKey, api_key_issue, membership_add, org_create
 
 # The team-path profile's callers (acme, globex, anonymous) and its TEAMPATH marks, used by
 # the team-path modules in tests/receipts, tests/approvals, tests/policy and tests/api.
 pytest_plugins = ["tests.teampath_fixtures"]
+
+
+@pytest.fixture(autouse=True)
+def _forget_authenticated_keys() -> Iterator[None]:
+    """Each test starts with no key remembered by this worker (``key_cache``): a test's
+    database rollback sends no signal."""
+    key_cache.forget_all()
+    yield
+    key_cache.forget_all()
 
 
 @dataclass

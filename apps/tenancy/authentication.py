@@ -20,7 +20,7 @@ from rest_framework_simplejwt.tokens import Token
 from apps.tenancy.console_tokens import console_session_membership
 from apps.tenancy.credential_limits import failures_counted
 from apps.tenancy.models import ApiKey, Membership, Org, Role
-from apps.tenancy.services import api_key_authenticate
+from apps.tenancy.services import api_key_authenticate, api_key_recall
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class ApiKeyAuthentication(BaseAuthentication):
 
     No credential: None (DRF answers 401 through ``authenticate_header``). A credential
     that matches no active key (unknown, wrong secret, revoked): 401, counted against the
-    client's address; past that limit: 429 before the lookup.
+    client's address; past that limit: 429 before the lookup. A key this worker
+    authenticated within ``API_KEY_CACHE_SECONDS`` passes without a round trip.
     """
 
     def presented_key(self, request: Request) -> str | None:
@@ -61,6 +62,10 @@ class ApiKeyAuthentication(BaseAuthentication):
         presented = self.presented_key(request)
         if not presented:
             return None
+        # A key that authenticated here seconds ago is vouched for (``key_cache``).
+        recalled = api_key_recall(presented=presented)
+        if recalled is not None:
+            return ApiKeyPrincipal(api_key=recalled), recalled
         with failures_counted(request, credential=presented):
             api_key = api_key_authenticate(presented=presented)
             if api_key is None:

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from apps.common import outbound
 from apps.common.errors import DomainError, Forbidden, InvalidInput, NotFound
+from apps.tenancy import key_cache
 from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
 from apps.tenancy.console_tokens import console_sessions_end
 from apps.tenancy.models import (
@@ -221,7 +222,7 @@ def api_key_authenticate(*, presented: str) -> ApiKey | None:
     A match also limits the database session to the key's org (row-level security), in the
     same round trip on PostgreSQL.
     """
-    if len(presented) <= KEY_PREFIX_LENGTH or not presented.startswith(KEY_PREFIX_TAG):
+    if not _well_formed(presented):
         return None
     digest = key_digest(presented)
     api_key = _api_key_by_prefix(presented[:KEY_PREFIX_LENGTH], digest)
@@ -234,7 +235,25 @@ def api_key_authenticate(*, presented: str) -> ApiKey | None:
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
+    key_cache.remember(digest, api_key)
     return api_key
+
+
+def api_key_recall(*, presented: str) -> ApiKey | None:
+    """The key ``presented`` if it authenticated in this worker within the last
+    ``API_KEY_CACHE_SECONDS`` (``key_cache``), its org context opened; None otherwise (then
+    :func:`api_key_authenticate` decides). No database or cache round trip, except the org
+    context's when this connection had another."""
+    if not _well_formed(presented):
+        return None
+    api_key = key_cache.recall(key_digest(presented))
+    if api_key is not None:
+        activate_orgs([api_key.org.pk])
+    return api_key
+
+
+def _well_formed(presented: str) -> bool:
+    return len(presented) > KEY_PREFIX_LENGTH and presented.startswith(KEY_PREFIX_TAG)
 
 
 class LastOwner(DomainError):

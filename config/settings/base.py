@@ -222,6 +222,10 @@ SPECTACULAR_SETTINGS = {
 # Keeping this secret apart from SECRET_KEY lets the Django secret rotate without
 # invalidating every issued key.
 API_KEY_DIGEST_SECRET = env_str("API_KEY_DIGEST_SECRET", SECRET_KEY)
+# Each worker remembers the keys it authenticated for this many seconds (0: never), so a
+# busy agent's requests skip the key lookup: a revoked or rotated key, or a changed plan,
+# takes effect on every worker within this bound (apps.tenancy.key_cache).
+API_KEY_CACHE_SECONDS = env_int("API_KEY_CACHE_SECONDS", 5, minimum=0)
 
 # Monthly mirror soft-cap per plan (appended receipts per calendar month, UTC). An org can
 # override its own in the console or with `manage.py set_org_limits --monthly-cap N`.
