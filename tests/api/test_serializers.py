@@ -176,3 +176,83 @@ def test_team_path_approval_bodies_refuse_in_their_own_words(cast, settings):
     assert body["message"] == "token: required, the approver's signed token in base64"
     body = assert_error(acme.post(token, {"token": "!"}), 400, "validation_failed")
     assert body["message"] == "token: not valid base64"
+
+
+# The key-scoped push handles a well-formed body and its answer without instantiating its
+# serializers (the hot path); what it does must be what the serializers would do.
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"receipt":{"content":{"a":1}}}',
+        b'{"receipt":{"content":{"a":1}},"supersedes_action_hash":null}',
+        b'{"receipt":{"content":{"a":1}},"supersedes_action_hash":"' + HEX.encode() + b'"}',
+        b'{"receipt":{"content":{"a":1}},"extra":5}',
+    ],
+)
+def test_the_push_takes_a_well_formed_body_as_its_serializer_does(body):
+    from apps.api.keyscoped.receipts import ReceiptPushApi
+
+    members = raw_body_members(body, raw=["receipt"])
+    serializer = ReceiptPushApi.InputSerializer(data=members)
+    assert serializer.is_valid()
+    expected = (
+        serializer.validated_data["receipt"],
+        serializer.validated_data.get("supersedes_action_hash"),
+    )
+    assert ReceiptPushApi.validated(members) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b'{"receipt":{"content":{}},"supersedes_action_hash":" ' + HEX.encode() + b' "}', None),
+        (b'{"receipt":{"content":{}},"supersedes_action_hash":"' + HEX.encode() + b'\\n"}', None),
+        (b'{"receipt":{"content":{}},"supersedes_action_hash":"AB"}', "must be 64 lowercase"),
+        (b'{"receipt":{"content":[]}}', "receipt.content: must be present"),
+        (b'{"receipt":{}}', "receipt.content: must be present"),
+        (b'{"receipt":"x"}', "receipt: must be a JSON object"),
+        (b"{}", "receipt: this member is required"),
+    ],
+)
+def test_any_other_push_body_is_decided_by_the_serializer(body, error):
+    """Whitespace around a hash is the serializer's to trim; refusals are its words."""
+    from rest_framework.exceptions import ValidationError
+
+    from apps.api.base import flatten_validation
+    from apps.api.keyscoped.receipts import ReceiptPushApi
+
+    members = raw_body_members(body, raw=["receipt"])
+    serializer = ReceiptPushApi.InputSerializer(data=members)
+    if error is None:
+        assert serializer.is_valid()
+        assert ReceiptPushApi.validated(members)[1] == HEX
+        return
+    with pytest.raises(ValidationError) as refused_with:
+        ReceiptPushApi.validated(members)
+    assert error in flatten_validation(refused_with.value.detail)
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        {"seq": 3, "action_hash": HEX, "appended": True, "trust_level": "L0"},
+        {"seq": 9, "action_hash": HEX, "appended": False, "trust_level": "L1"},
+        {
+            "seq": 4,
+            "action_hash": HEX,
+            "appended": True,
+            "trust_level": "L2",
+            "claimed_trust_level": "L1",
+        },
+    ],
+)
+def test_the_push_answers_what_its_output_serializer_would(outcome):
+    from apps.api.keyscoped.receipts import ReceiptPushApi
+    from apps.receipts.services import AppendOutcome
+
+    value = AppendOutcome(**outcome)
+    direct = ReceiptPushApi.answer(value)
+    assert direct == ReceiptPushApi.OutputSerializer(value).data
+    assert list(direct) == list(ReceiptPushApi.OutputSerializer(value).data)
