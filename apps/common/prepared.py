@@ -7,10 +7,11 @@ binds server-side: a statement executed with ``prepare=True`` is prepared once p
 connection and afterwards only bound and executed.
 
 :func:`pipelined_transaction` goes further for a short transaction: it sends its
-statements in psycopg's pipeline mode, so BEGIN travels with the first statements and
-COMMIT with the last ones. A lock-read-write transaction then costs two round trips to
-the database instead of five (BEGIN, lock, read, write, COMMIT each waiting for the
-answer), and the lock is held for one round trip plus the Python between them.
+statements in psycopg's pipeline mode, in the pipeline's implicit transaction (no BEGIN,
+no COMMIT: the Sync that ends the pipeline commits). A lock-read-write transaction then
+costs two round trips to the database instead of five (BEGIN, lock, read, write, COMMIT
+each waiting for the answer) and three statements, and the lock is held for one round
+trip plus the Python between them.
 
 Both work on Django's own connection: the same session (org context), Django's health
 check first, database errors translated to Django's (a lost database is still answered
@@ -26,12 +27,11 @@ prepare, so switching it back on here affects only these statements.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
 from django.db import connection
-from psycopg.pq import TransactionStatus
 
 PreparedCursor = psycopg.Cursor[tuple[Any, ...]]
 
@@ -107,24 +107,33 @@ def can_pipeline() -> bool:
 
 @contextmanager
 def pipelined_transaction() -> Iterator[Callable[[], PreparedCursor]]:
-    """One transaction whose statements are pipelined; yields a factory of prepared-cursor.
+    """One transaction whose statements are pipelined; yields a factory of prepared cursors.
 
     Fetching a result waits for everything sent so far: one round trip for all of it.
-    The transaction commits when the block ends (COMMIT goes out with the last
-    statements) and rolls back if it raises. Use a cursor per statement whose result is
-    read after a later statement was sent. Only outside Django's transactions
+    The transaction is the pipeline's *implicit* one: PostgreSQL runs every statement up
+    to the pipeline's Sync (sent when the block ends) in one transaction, committed at the
+    Sync, or rolled back there if a statement failed. So no BEGIN or COMMIT is sent (two
+    statements fewer on the push path); locks taken are held until the block ends, across
+    the fetches (psycopg asks for results with a flush request, which ends nothing). If
+    the block raises, a ROLLBACK goes out first: psycopg sends the Sync even then, and it
+    must not commit what was sent before the error. Use a cursor per statement whose
+    result is read after a later statement was sent. Only outside Django's transactions
     (:func:`can_pipeline`): Django still sees an autocommit connection.
     """
     raw = _raw_connection()
-    with connection.wrap_database_errors:
+    with connection.wrap_database_errors, raw.pipeline():
         try:
-            with raw.pipeline():
-                raw.execute("BEGIN")
-                yield lambda: psycopg.Cursor(raw)
-                raw.execute("COMMIT")
-        finally:
-            # After a refusal or an error the transaction is still open (or failed):
-            # nothing it did may stay. A ROLLBACK statement rather than rollback(), which
-            # would also drop every prepared statement (they survive a rollback).
-            if raw.info.transaction_status != TransactionStatus.IDLE:
-                raw.execute("ROLLBACK")
+            yield lambda: psycopg.Cursor(raw)
+        except BaseException:
+            _roll_back_in_pipeline(raw)
+            raise
+
+
+def _roll_back_in_pipeline(raw: psycopg.Connection[Any]) -> None:
+    """End the pipeline's implicit transaction without committing it. PostgreSQL answers a
+    ROLLBACK there with the warning "there is no transaction in progress" and rolls the
+    implicit transaction back all the same (psycopg drops notices: no handler is set).
+    After a failed statement the pipeline is aborted and refuses the ROLLBACK: its Sync
+    rolls back anyway."""
+    with suppress(psycopg.Error):
+        raw.execute("ROLLBACK")

@@ -13,8 +13,9 @@ One transaction per append (or per batch), holding the org's ``MirrorHead`` row 
    PostgreSQL; two statements on SQLite, which has no such CTE and no row locks).
 
 :func:`append_transaction` frames it. Outside a transaction of Django's (every request),
-it is pipelined (``apps.common.prepared``): BEGIN, 1 and 2 travel together and 3 with
-COMMIT, two round trips in all. Inside one (a caller's ``atomic``, the tests), it is an
+it is pipelined (``apps.common.prepared``) in the pipeline's implicit transaction: 1 and 2
+travel together and 3 with the Sync that commits, two round trips and three statements in
+all. Inside one (a caller's ``atomic``, the tests), it is an
 ``atomic`` block of its own (a savepoint) running the same statements one by one.
 
 Column names come from the models, so a renamed field breaks loudly here, not silently.
@@ -148,7 +149,12 @@ def _related_params(
             action_hash]  # fmt: skip
 
 
-# PostgreSQL may cache a generic plan of a prepared statement for the connection's life. A
+# The connection runs prepared statements on their generic plans, always
+# (``plan_cache_mode``, set when it opens: config/settings/base.py): a custom plan would
+# estimate with the org's own statistics, one row for an org that was new at the last
+# ANALYZE, whose lookups then tie with a read of the whole org (measured: a fresh org's
+# pushes and batches slowed as it grew, while grown orgs kept their rate). PostgreSQL
+# caches the generic plan of a prepared statement for the connection's life. A
 # generic plan made while a table is nearly empty (or was analysed then) is a sequential
 # scan of the head table, or, for the related-entries read, a lookup by the org through the
 # org-only index (the smallest: the estimates tie at one row), which then reads all the
@@ -160,14 +166,6 @@ def _related_params(
 # (tests/receipts/test_append_plans.py). About fifteen plans in a connection's life instead
 # of one; psycopg's statement cache drops the old ones.
 REPLAN_FROM = 32
-# The first statement of an append transaction on PostgreSQL: its statements use their
-# generic plan, always. PostgreSQL's own choice may keep custom plans for a statement, and
-# a custom plan estimates with the org's own statistics: an org that was new (or small)
-# when the table was last analysed is estimated at one row, and its lookups tie with a read
-# of the whole org through the org-only index (measured: a fresh org's pushes and batches
-# slowed as it grew, while grown orgs kept their rate). A generic plan estimates an average
-# org. Local to the transaction.
-_GENERIC_PLANS = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 _appends_by_connection: WeakKeyDictionary[Any, int] = WeakKeyDictionary()
 
 
@@ -187,8 +185,6 @@ class AppendStatements:
         self._new_cursor = new_cursor
         self._postgres = postgres
         self._generation = _plan_generation(raw_connection) if postgres else ""
-        if postgres:
-            new_cursor().execute(_GENERIC_PLANS, prepare=True)
 
     def _send(self, sql: str, params: list[Any]) -> Any:
         """Send ``sql``; on PostgreSQL prepared once per connection and plan generation."""

@@ -120,6 +120,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         statement_timeout_ms=DB_STATEMENT_TIMEOUT_MS,
         connect_timeout_seconds=DB_CONNECT_TIMEOUT_SECONDS,
     )
+    # The service's prepared statements (the receipt append's, apps/receipts/append_sql.py)
+    # always run on their generic plans: PostgreSQL's own choice may keep custom plans, which
+    # estimate with one org's statistics (one row for an org new at the last ANALYZE, whose
+    # lookups then tie with a read of the whole org). Set when the connection opens, so it
+    # costs no statement; Django's own statements are bound client-side and never prepared.
+    DATABASES["default"]["OPTIONS"]["options"] = (
+        str(DATABASES["default"]["OPTIONS"].get("options", ""))
+        + " -c plan_cache_mode=force_generic_plan"
+    ).strip()
 # Migrations run as the owner of the tables (``manage.py migrate`` switches to it); the
 # application connects as an ordinary role that row-level security applies to.
 MIGRATION_DATABASE_URL = env_str("MIGRATION_DATABASE_URL") or DATABASE_URL

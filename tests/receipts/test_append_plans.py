@@ -247,20 +247,30 @@ def test_the_statements_are_planned_anew_each_time_the_connections_appends_doubl
                         " /* plan 4 */"]  # fmt: skip
 
 
-def test_the_append_transaction_uses_generic_plans(cast) -> None:
+def test_the_append_transaction_uses_generic_plans(cast, monkeypatch) -> None:
     """A custom plan would estimate with the org's own statistics (one row for an org new
-    at the last ANALYZE, whose lookups then tie with a read of the whole org): the append
-    transaction runs its statements on their generic plans."""
-    from django.db import transaction
-
+    at the last ANALYZE, whose lookups then tie with a read of the whole org): the
+    application's connections run prepared statements on their generic plans, set when
+    the connection opens (no statement of the append's)."""
     from apps.receipts.services import receipt_append
     from tests.receipts.factories import Agent
     from tests.receipts.test_append_transaction import verified
 
-    with transaction.atomic(), connection.cursor() as cursor:
-        receipt_append(org=cast.acme, **vars(verified(Agent().receipt())))
-        cursor.execute("SHOW plan_cache_mode")
-        assert cursor.fetchone()[0] == "force_generic_plan"
+    assert (
+        "plan_cache_mode=force_generic_plan" in settings.DATABASES["default"]["OPTIONS"]["options"]
+    )
+    sent = []
+    real = psycopg.Cursor.execute
+
+    def recording(self, query, params=None, **options):
+        sent.append(str(query))
+        return real(self, query, params, **options)
+
+    receipt_append(org=cast.acme, **vars(verified(Agent().receipt())))
     with connection.cursor() as cursor:
         cursor.execute("SHOW plan_cache_mode")
-        assert cursor.fetchone()[0] == "auto"
+        assert cursor.fetchone()[0] == "force_generic_plan"
+    monkeypatch.setattr(psycopg.Cursor, "execute", recording)
+    receipt_append(org=cast.acme, **vars(verified(Agent().receipt())))
+    assert sent
+    assert not any("plan_cache_mode" in query for query in sent)

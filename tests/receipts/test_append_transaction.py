@@ -92,6 +92,28 @@ def test_a_database_error_in_the_write_leaves_nothing_behind(in_acme, monkeypatc
     assert receipt_append(org=in_acme, **vars(verified(agent.receipt()))).seq == 2
 
 
+def test_an_exception_after_the_insert_was_sent_leaves_nothing_behind(in_acme, monkeypatch) -> None:
+    """The pipeline's implicit transaction commits at its Sync, which psycopg sends even
+    when the block raises: the block's error must roll back what was already sent."""
+    agent = Agent()
+    receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+    real = append_sql.AppendStatements.insert_and_advance
+
+    def insert_then_fail(self, *, entry, head, org_id):
+        real(self, entry=entry, head=head, org_id=org_id)
+        raise RuntimeError("after the insert was sent")
+
+    monkeypatch.setattr(append_sql.AppendStatements, "insert_and_advance", insert_then_fail)
+    with pytest.raises(RuntimeError):
+        receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+    monkeypatch.undo()
+    assert connection.connection.info.transaction_status == 0
+    assert MirrorHead.objects.get(org=in_acme).size == 1
+    assert MirrorEntry.objects.filter(org=in_acme).count() == 1
+    assert receipt_append(org=in_acme, **vars(verified(agent.receipt()))).seq == 2
+    assert mirror_chain_check(org=in_acme).ok
+
+
 def test_a_batch_is_one_pipelined_transaction_in_array_order(in_acme) -> None:
     agent = Agent()
     items = [verified(agent.receipt()) for _ in range(5)]
