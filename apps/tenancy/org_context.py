@@ -59,11 +59,14 @@ def _default_state() -> tuple[str, bool]:
 
 def _set(wrapper: BaseDatabaseWrapper, state: tuple[str, bool]) -> None:
     """Set the session's context; straight on the open connection when there is one, so
-    neither Django's health check nor the execute wrapper runs first."""
+    the execute wrapper does not run first, and standing in for Django's health check
+    when that is still due (a session setting may run twice: ``fetchone_checked``)."""
     params = [state[0], "on" if state[1] else "off"]
     if wrapper.connection is None:
         with wrapper.cursor() as cursor:  # connects; the new connection gets the default
             cursor.execute(_SET_CONTEXT, params)
+    elif wrapper is connection:
+        fetchone_checked(_SET_CONTEXT, params)
     else:
         with wrapper.wrap_database_errors:
             wrapper.connection.execute(_SET_CONTEXT, params)
@@ -75,9 +78,14 @@ def _apply(wrapper: BaseDatabaseWrapper, org_ids: str, all_orgs: bool) -> None:
     if wrapper.vendor != "postgresql":
         return
     state = (org_ids, all_orgs)
-    if getattr(wrapper, _STATE_ATTRIBUTE, None) == state and wrapper.connection is not None:
+    django: Any = wrapper  # its health-check attributes are not in django-stubs
+    check_due = django.health_check_enabled and not django.health_check_done
+    unchanged = getattr(wrapper, _STATE_ATTRIBUTE, None) == state
+    if unchanged and wrapper.connection is not None and not check_due:
         setattr(wrapper, _EXPIRED_ATTRIBUTE, False)  # already this request's context
         return
+    # Set (again) when the health check is due: the statement stands in for it, so a
+    # request whose key was remembered (``key_cache``) pays no ``SELECT 1`` of its own.
     _set(wrapper, state)
 
 

@@ -8,6 +8,7 @@ from http import HTTPStatus
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -148,3 +149,50 @@ def test_a_remembered_key_opens_its_own_org(cast, clock, push, globex_push, sett
 
 def _remembered() -> list[ApiKey]:
     return [api_key for api_key, _ in key_cache._entries.values()]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)  # as a request runs: outside any transaction
+def test_a_remembered_keys_context_statement_stands_in_for_the_health_check(
+    cast, clock, monkeypatch, settings, push, globex_push
+):
+    """Pushes alternating between orgs switch the connection's org context on each
+    request: that statement is the request's first, and Django's health check (a
+    ``SELECT 1`` round trip of its own) is not sent as well."""
+    import psycopg
+
+    from tests.receipts.factories import Agent
+
+    acme, globex = Agent(), Agent()
+
+    settings.ORG_CONTEXT_DEFAULT = "none"
+    sent: list[str] = []
+    for cls in (psycopg.Cursor, psycopg.ClientCursor):
+        real = cls.execute
+
+        def recording(self, query, params=None, *, _real=real, **options):
+            sent.append(str(query))
+            return _real(self, query, params, **options)
+
+        monkeypatch.setattr(cls, "execute", recording)
+    real_connection_execute = psycopg.Connection.execute
+
+    def connection_recording(self, query, params=None, **options):
+        sent.append(str(query))
+        return real_connection_execute(self, query, params, **options)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", connection_recording)
+    try:
+        assert push(acme.receipt()).status_code == HTTPStatus.CREATED  # remembered from now
+        assert globex_push(globex.receipt()).status_code == HTTPStatus.CREATED
+        sent.clear()
+        for _ in range(2):
+            for pusher, agent in ((push, acme), (globex_push, globex)):
+                # What close_old_connections does as a real request starts (the test
+                # client leaves it out): the persistent connection's check is due again.
+                connection.health_check_done = False
+                assert pusher(agent.receipt()).status_code == HTTPStatus.CREATED
+    finally:
+        activate_all_orgs()
+    assert sum("app.org_ids" in query for query in sent) >= 4
+    assert not [query for query in sent if query.strip().upper() == "SELECT 1"]
