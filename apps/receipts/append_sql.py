@@ -89,6 +89,36 @@ _RELATED_MANY = (
 )
 
 
+def array_literal(values: list[Any]) -> str:
+    """A PostgreSQL array literal of ``values`` (strings or integers), each element
+    double-quoted with its backslashes and quotes escaped, for a ``%s::text[]`` or
+    ``%s::bigint[]`` parameter: psycopg dumps a Python list element by element, about
+    6.5 us a receipt for a batch's three arrays; one string is one dump."""
+    quoted = ('"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values)
+    return "{" + ",".join(quoted) + "}"
+
+
+def related_many_params(
+    org_id: int, receipts: list[tuple[str, str | None, int | None]]
+) -> list[Any]:
+    """The parameters of ``_RELATED_MANY`` for a batch of (action_hash, session_id,
+    session_seq): its action hashes, and the session positions at seq and seq - 1."""
+    hashes = list({action_hash for action_hash, _, _ in receipts})
+    positions = {
+        (session_id, seq)
+        for _, session_id, session_seq in receipts
+        if session_id and session_seq is not None
+        for seq in (session_seq, session_seq - 1)
+    }
+    return [
+        org_id,
+        array_literal(hashes),
+        array_literal([position[0] for position in positions]),
+        array_literal([position[1] for position in positions]),
+        org_id,
+    ]
+
+
 @cache
 def _insert_entries() -> str:
     """INSERT of any number of entries in one statement (PostgreSQL), from one JSON array of
@@ -223,15 +253,7 @@ class AppendStatements:
         lock = " FOR UPDATE" if self._postgres else ""
         head_cursor = self._send(_LOCK_HEAD + lock, [org_id])
         if self._postgres:
-            hashes = list({action_hash for action_hash, _, _ in receipts})
-            positions = {
-                (session_id, seq)
-                for _, session_id, session_seq in receipts
-                if session_id and session_seq is not None
-                for seq in (session_seq, session_seq - 1)
-            }
-            params = [org_id, hashes, [p[0] for p in positions], [p[1] for p in positions], org_id]
-            reads = [self._send(_RELATED_MANY, params)]
+            reads = [self._send(_RELATED_MANY, related_many_params(org_id, receipts))]
         else:
             reads = [
                 self._send(_RELATED, _related_params(org_id, action_hash, session_id, seq))

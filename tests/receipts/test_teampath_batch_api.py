@@ -108,6 +108,21 @@ def test_a_session_in_one_batch_links_to_entries_appended_earlier_in_it(acme, ag
     assert seqs_of(cast.acme, chain) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("session_id", ['s "quoted", {braced}', "back\\slash\\", "NULL", " é ⚙ "])
+def test_a_later_batch_finds_a_sessions_entries_whatever_its_id(acme, agent, cast, session_id):
+    """The batch's related read passes the session ids as one array literal: an id with
+    quotes, braces, commas, backslashes or spaces still finds its mirrored neighbours."""
+    chain = agent.session(session_id, 3)
+    assert [r["accepted"] for r in acme.batch(chain[:2]).json()] == [True, True]
+    fork = agent.session(session_id, 2)[1]  # a different receipt at seq 1
+    results = acme.batch([fork, chain[2], chain[0]]).json()
+    assert [result["accepted"] for result in results] == [False, True, True]
+    assert "fork" in results[0]["rejectionReason"]
+    assert seqs_of(cast.acme, chain) == [1, 2, 3]
+    assert MirrorEntry.objects.get(org=cast.acme, session_seq=2).session_id == session_id
+    assert mirror_chain_check(org=cast.acme).ok
+
+
 def test_a_batch_as_large_as_the_setting_is_accepted(acme, agent, settings):
     settings.TEAMPATH_BATCH_MAX = 7
     response = acme.batch([agent.receipt() for _ in range(7)])
