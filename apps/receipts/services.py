@@ -133,6 +133,7 @@ def receipt_append_batch(
         known = _RelatedIndex(related)
         context = _AppendContext.of(org, api_key, now)
         entries: list[dict[str, Any]] = []
+        texts: list[str] = []
         for item in items:
             receipt = item.receipt
             try:
@@ -148,11 +149,12 @@ def receipt_append_batch(
                 results.append(planned)
                 continue
             entry, head = planned
+            texts.append(entry.pop("receipt"))  # travels apart (see insert_many_and_advance)
             entries.append(entry)
             known.add(entry)
             results.append(_appended(entry))
         if entries:
-            sql.insert_many_and_advance(entries=entries, head=head, org_id=org.pk)
+            sql.insert_many_and_advance(entries=entries, receipts=texts, head=head, org_id=org.pk)
     if entries:
         count = len(entries)
         transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))

@@ -123,6 +123,22 @@ def test_a_later_batch_finds_a_sessions_entries_whatever_its_id(acme, agent, cas
     assert mirror_chain_check(org=cast.acme).ok
 
 
+def test_a_batch_stores_each_receipt_as_its_canonical_text(acme, agent, cast):
+    """The receipt texts travel to PostgreSQL apart from the other columns: quotes,
+    backslashes, escapes and non-ASCII arrive byte for byte as the JCS text."""
+    awkward = ['say "hi"', "C:\\path\\", "tab\t line\n", "é ⚙ 𝄞", '{"json": [1]}']
+    receipts = [
+        agent.receipt(action={**agent.content()["action"], "fields": {"q": text}})
+        for text in awkward
+    ]
+    assert all(result["accepted"] for result in acme.batch(receipts).json())
+    stored = dict(MirrorEntry.objects.filter(org=cast.acme).values_list("action_hash", "receipt"))
+    for receipt in receipts:
+        canonical = json.dumps(receipt, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert stored[action_hash(receipt)] == canonical
+    assert mirror_chain_check(org=cast.acme).ok
+
+
 def test_a_batch_as_large_as_the_setting_is_accepted(acme, agent, settings):
     settings.TEAMPATH_BATCH_MAX = 7
     response = acme.batch([agent.receipt() for _ in range(7)])
