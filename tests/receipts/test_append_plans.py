@@ -28,6 +28,7 @@ from apps.receipts.append_sql import (
     _RELATED_MANY,
     ENTRY_TABLE,
     HEAD_TABLE,
+    related_many_params,
 )
 from apps.tenancy.org_context import activate_all_orgs
 
@@ -203,10 +204,8 @@ def test_a_batchs_related_entries_read_reads_by_the_lookup_indexes(cast) -> None
     alone."""
     activate_all_orgs()
     _fill(cast.acme.pk, receipt_bytes=1300)
-    hashes = [f"{n:064x}" for n in range(100)]
-    positions = [(f"s{n // 10}", n % 10) for n in range(200)]
-    params = [cast.acme.pk, hashes, [p[0] for p in positions], [p[1] for p in positions]]
-    nodes = _generic_plan(_RELATED_MANY, [*params, cast.acme.pk])
+    receipts = [(f"{n:064x}", f"s{n // 10}", n % 10 + 1) for n in range(100)]
+    nodes = _generic_plan(_RELATED_MANY, related_many_params(cast.acme.pk, receipts))
     scans = _scans(nodes, ENTRY_TABLE)
     assert len(scans) == 2, nodes
     assert {node["Node Type"] for node in scans} <= {"Index Scan", "Bitmap Heap Scan"}, nodes

@@ -108,6 +108,37 @@ def test_a_session_in_one_batch_links_to_entries_appended_earlier_in_it(acme, ag
     assert seqs_of(cast.acme, chain) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("session_id", ['s "quoted", {braced}', "back\\slash\\", "NULL", " é ⚙ "])
+def test_a_later_batch_finds_a_sessions_entries_whatever_its_id(acme, agent, cast, session_id):
+    """The batch's related read passes the session ids as one array literal: an id with
+    quotes, braces, commas, backslashes or spaces still finds its mirrored neighbours."""
+    chain = agent.session(session_id, 3)
+    assert [r["accepted"] for r in acme.batch(chain[:2]).json()] == [True, True]
+    fork = agent.session(session_id, 2)[1]  # a different receipt at seq 1
+    results = acme.batch([fork, chain[2], chain[0]]).json()
+    assert [result["accepted"] for result in results] == [False, True, True]
+    assert "fork" in results[0]["rejectionReason"]
+    assert seqs_of(cast.acme, chain) == [1, 2, 3]
+    assert MirrorEntry.objects.get(org=cast.acme, session_seq=2).session_id == session_id
+    assert mirror_chain_check(org=cast.acme).ok
+
+
+def test_a_batch_stores_each_receipt_as_its_canonical_text(acme, agent, cast):
+    """The receipt texts travel to PostgreSQL apart from the other columns: quotes,
+    backslashes, escapes and non-ASCII arrive byte for byte as the JCS text."""
+    awkward = ['say "hi"', "C:\\path\\", "tab\t line\n", "é ⚙ 𝄞", '{"json": [1]}']
+    receipts = [
+        agent.receipt(action={**agent.content()["action"], "fields": {"q": text}})
+        for text in awkward
+    ]
+    assert all(result["accepted"] for result in acme.batch(receipts).json())
+    stored = dict(MirrorEntry.objects.filter(org=cast.acme).values_list("action_hash", "receipt"))
+    for receipt in receipts:
+        canonical = json.dumps(receipt, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert stored[action_hash(receipt)] == canonical
+    assert mirror_chain_check(org=cast.acme).ok
+
+
 def test_a_batch_as_large_as_the_setting_is_accepted(acme, agent, settings):
     settings.TEAMPATH_BATCH_MAX = 7
     response = acme.batch([agent.receipt() for _ in range(7)])
