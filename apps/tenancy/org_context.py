@@ -78,14 +78,9 @@ def _apply(wrapper: BaseDatabaseWrapper, org_ids: str, all_orgs: bool) -> None:
     if wrapper.vendor != "postgresql":
         return
     state = (org_ids, all_orgs)
-    django: Any = wrapper  # its health-check attributes are not in django-stubs
-    check_due = django.health_check_enabled and not django.health_check_done
-    unchanged = getattr(wrapper, _STATE_ATTRIBUTE, None) == state
-    if unchanged and wrapper.connection is not None and not check_due:
+    if getattr(wrapper, _STATE_ATTRIBUTE, None) == state and wrapper.connection is not None:
         setattr(wrapper, _EXPIRED_ATTRIBUTE, False)  # already this request's context
         return
-    # Set (again) when the health check is due: the statement stands in for it, so a
-    # request whose key was remembered (``key_cache``) pays no ``SELECT 1`` of its own.
     _set(wrapper, state)
 
 

@@ -115,6 +115,9 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DB_STATEMENT_TIMEOUT_MS = env_int("DB_STATEMENT_TIMEOUT_MS", 5000)
 DB_CONNECT_TIMEOUT_SECONDS = env_int("DB_CONNECT_TIMEOUT_SECONDS", 5)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with a health check that reads the socket instead of sending
+    # ``SELECT 1`` (apps/common/postgresql/base.py).
+    DATABASES["default"]["ENGINE"] = "apps.common.postgresql"
     DATABASES["default"]["OPTIONS"] = with_postgres_timeouts(
         DATABASES["default"].get("OPTIONS", {}),
         statement_timeout_ms=DB_STATEMENT_TIMEOUT_MS,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from http import HTTPStatus
 
 import psycopg
 import pytest
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection, connections
+from django.db import DatabaseError, close_old_connections, connection
 from rest_framework.test import APIClient
 
 from apps.common.prepared import fetchone_checked
@@ -33,16 +34,17 @@ def pusher(cast) -> Pusher:
 
 @pytest.fixture
 def health_checks(monkeypatch) -> list[str]:
-    """Every ``SELECT 1`` health check Django sends."""
+    """Every statement sent only to check the connection (Django's ``SELECT 1``)."""
     sent: list[str] = []
-    wrapper_class = type(connections["default"])
-    original = wrapper_class.is_usable
+    for cursor_class in (psycopg.Cursor, psycopg.ClientCursor):
+        original = cursor_class.execute
 
-    def counting(wrapper) -> bool:
-        sent.append(wrapper.alias)
-        return original(wrapper)
+        def counting(cursor, query, params=None, *, _original=original, **options):
+            if str(query).strip().upper() == "SELECT 1":
+                sent.append(str(query))
+            return _original(cursor, query, params, **options)
 
-    monkeypatch.setattr(wrapper_class, "is_usable", counting)
+        monkeypatch.setattr(cursor_class, "execute", counting)
     return sent
 
 
@@ -59,6 +61,13 @@ def cut_connection() -> None:
         autocommit=True,
     ) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        # Ended, not only signalled: the session is gone, as before a request arrives.
+        deadline = time.monotonic() + 5
+        while (
+            time.monotonic() < deadline
+            and other.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+        ):
+            time.sleep(0.005)
 
 
 def test_a_push_sends_no_separate_health_check(pusher, health_checks) -> None:
@@ -66,6 +75,36 @@ def test_a_push_sends_no_separate_health_check(pusher, health_checks) -> None:
     for _ in range(3):
         assert pusher(agent.receipt()).status_code == HTTPStatus.CREATED
     assert connection.health_check_enabled
+    assert health_checks == []
+
+
+def test_the_health_check_sends_nothing_and_finds_a_live_connection_usable(db) -> None:
+    connection.ensure_connection()
+    assert connection.is_usable()
+    assert connection.connection.info.transaction_status == 0
+
+
+def test_the_health_check_finds_a_connection_the_server_ended(db) -> None:
+    connection.ensure_connection()
+    raw = connection.connection
+    cut_connection()
+    assert not connection.is_usable()
+    connection.close_if_unusable_or_obsolete()  # what the next request start does
+    connection.health_check_done = False
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    assert connection.connection is not raw
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
+
+
+def test_a_dashboard_request_sends_no_select_1_either(cast, dashboard, health_checks) -> None:
+    """Every request that uses the database, not only the push, is spared the round trip."""
+    client = dashboard("auditor")
+    for _ in range(2):
+        close_old_connections()
+        assert client.get("/v1/audit/chain?limit=1").status_code == HTTPStatus.OK
     assert health_checks == []
 
 
