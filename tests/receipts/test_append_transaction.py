@@ -76,35 +76,36 @@ def test_a_refusal_rolls_back_and_keeps_the_prepared_statements(in_acme) -> None
     assert receipt_append(org=in_acme, **vars(verified(session[1]))).seq == 2
 
 
-def test_a_database_error_in_the_write_leaves_nothing_behind(in_acme, monkeypatch) -> None:
-    agent = Agent()
-    receipt_append(org=in_acme, **vars(verified(agent.receipt())))
-
-    def failing_insert(self, *, entry, head, org_id):
+def _failing_on_the_server(real):
+    def insert(self, *, entry, head, org_id):
         self._send("SELECT 1 / 0", [])  # fails on the server, inside the transaction
 
-    monkeypatch.setattr(append_sql.AppendStatements, "insert_and_advance", failing_insert)
-    with pytest.raises(DatabaseError):
-        receipt_append(org=in_acme, **vars(verified(agent.receipt())))
-    monkeypatch.undo()
-    assert connection.connection.info.transaction_status == 0
-    assert MirrorHead.objects.get(org=in_acme).size == 1
-    assert receipt_append(org=in_acme, **vars(verified(agent.receipt()))).seq == 2
+    return insert
 
 
-def test_an_exception_after_the_insert_was_sent_leaves_nothing_behind(in_acme, monkeypatch) -> None:
-    """The pipeline's implicit transaction commits at its Sync, which psycopg sends even
-    when the block raises: the block's error must roll back what was already sent."""
-    agent = Agent()
-    receipt_append(org=in_acme, **vars(verified(agent.receipt())))
-    real = append_sql.AppendStatements.insert_and_advance
-
-    def insert_then_fail(self, *, entry, head, org_id):
+def _failing_after_the_insert_was_sent(real):
+    def insert(self, *, entry, head, org_id):
         real(self, entry=entry, head=head, org_id=org_id)
         raise RuntimeError("after the insert was sent")
 
-    monkeypatch.setattr(append_sql.AppendStatements, "insert_and_advance", insert_then_fail)
-    with pytest.raises(RuntimeError):
+    return insert
+
+
+@pytest.mark.parametrize(
+    ("failing", "raised"),
+    [(_failing_on_the_server, DatabaseError), (_failing_after_the_insert_was_sent, RuntimeError)],
+)
+def test_a_failure_in_the_write_leaves_nothing_behind(
+    in_acme, monkeypatch, failing, raised
+) -> None:
+    """A statement failing on the server, or an exception once the insert was sent: the
+    pipeline's implicit transaction commits at its Sync, which psycopg sends even when the
+    block raises, so the block's error must roll back what was already sent."""
+    agent = Agent()
+    receipt_append(org=in_acme, **vars(verified(agent.receipt())))
+    real = append_sql.AppendStatements.insert_and_advance
+    monkeypatch.setattr(append_sql.AppendStatements, "insert_and_advance", failing(real))
+    with pytest.raises(raised):
         receipt_append(org=in_acme, **vars(verified(agent.receipt())))
     monkeypatch.undo()
     assert connection.connection.info.transaction_status == 0
