@@ -9,7 +9,8 @@ receipt pushed concurrently twice is stored once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -432,30 +433,52 @@ def _check_session_continuity(
         )
 
 
-_COUNT_REFUSAL = (
-    f"INSERT INTO {RefusalCount._meta.db_table} (org_id, day, kind, count) "  # noqa: S608
-    "VALUES (%s, %s, %s, 1) ON CONFLICT (org_id, day, kind) "
-    f"DO UPDATE SET count = {RefusalCount._meta.db_table}.count + 1"
-)
+def _count_refusals(kinds: int) -> str:
+    """One upsert adding to the day's count of ``kinds`` verdict kinds."""
+    table = RefusalCount._meta.db_table
+    rows = ", ".join(["(%s, %s, %s, %s)"] * kinds)
+    return (
+        f"INSERT INTO {table} (org_id, day, kind, count) VALUES {rows} "  # noqa: S608
+        f"ON CONFLICT (org_id, day, kind) DO UPDATE SET count = {table}.count + EXCLUDED.count"
+    )
+
+
+def _refused_payload(
+    kind: str, action_hash: str | None, refused_at: str
+) -> Callable[[], dict[str, Any]]:
+    return lambda: {"kind": kind, "action_hash": action_hash, "refused_at": refused_at}
 
 
 def refusal_record(*, org: Org, kind: str, action_hash: str = "") -> None:
-    """Count one refused receipt of verdict ``kind`` for today (UTC); exact under
-    concurrency (one upsert). Emits ``receipt.refused`` (the verdict kind and, where the
-    receipt decoded that far, its action hash: nothing else of the receipt)."""
+    """Count one refused receipt of verdict ``kind`` for today (UTC): see
+    :func:`refusals_record`."""
+    refusals_record(org=org, refusals=[(kind, action_hash)])
+
+
+def refusals_record(*, org: Org, refusals: Sequence[tuple[str, str]]) -> None:
+    """Count refused receipts, each a ``(verdict kind, action hash or "")``, for today
+    (UTC): one upsert whatever their number (a batch of bad receipts costs one round
+    trip, not one a receipt), exact under concurrency. Emits ``receipt.refused`` for each
+    (the verdict kind and, where the receipt decoded that far, its action hash: nothing
+    else of the receipt)."""
+    if not refusals:
+        return
     now = timezone.now()
-    # One statement needs no transaction of its own; with an event to record, the count
-    # and the event commit together.
+    counts = Counter(kind[:64] for kind, _ in refusals)
+    params: list[Any] = []
+    for kind, count in sorted(counts.items()):  # one row order: concurrent batches never
+        params += [org.pk, now.date(), kind, count]  # wait on each other's rows crosswise
+    # One statement needs no transaction of its own; with events to record, the counts
+    # and the events commit together.
     together = transaction.atomic() if outbound.wanted(org.pk, "receipt.refused") else nullcontext()
     with together, connection.cursor() as cursor:
-        cursor.execute(_COUNT_REFUSAL, [org.pk, now.date(), kind[:64]])
-        outbound.emit(
-            org_id=org.pk,
-            event_type="receipt.refused",
-            payload=lambda: {
-                "kind": kind[:64],
-                "action_hash": action_hash or None,
-                "refused_at": now.isoformat().replace("+00:00", "Z"),
-            },
-        )
-    metrics.receipts_refused(kind)
+        cursor.execute(_count_refusals(len(counts)), params)
+        refused_at = now.isoformat().replace("+00:00", "Z")
+        for kind, action_hash in refusals:
+            outbound.emit(
+                org_id=org.pk,
+                event_type="receipt.refused",
+                payload=_refused_payload(kind[:64], action_hash or None, refused_at),
+            )
+    for kind, _ in refusals:
+        metrics.receipts_refused(kind)

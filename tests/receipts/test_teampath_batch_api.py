@@ -203,3 +203,36 @@ def test_receipts_in_a_batch_reach_the_verifier_exactly_as_sent(acme, agent):
     results = acme.batch([text]).json()
     assert results[0]["accepted"] is False
     assert results[0]["rejectionReason"].startswith("Malformed: ")
+
+
+def test_a_batchs_refused_receipts_are_counted_in_one_statement(acme, agent, cast):
+    """Each verdict refusal counts for its kind and day (the analytics read them), and a
+    batch of bad receipts costs one upsert, not one round trip a receipt."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.receipts.models import RefusalCount
+
+    tampered = []
+    for _ in range(3):
+        receipt = agent.receipt()
+        receipt["content"]["action"]["fields"]["query"] = "tampered"
+        tampered.append(receipt)
+    malformed = []
+    for _ in range(2):
+        receipt = agent.receipt()
+        receipt["extra"] = True
+        malformed.append(receipt)
+    items = [*tampered, agent.receipt(), *malformed, "[1]"]  # "[1]": not a receipt object
+    with CaptureQueriesContext(connection) as queries:
+        response = acme.batch(items)
+    assert response.status_code == HTTPStatus.OK
+    assert [result["accepted"] for result in response.json()] == [
+        False, False, False, True, False, False, False,
+    ]  # fmt: skip
+    counts = dict(RefusalCount.objects.filter(org=cast.acme).values_list("kind", "count"))
+    assert counts == {"HashMismatch": 3, "Malformed": 2}
+    upserts = [q for q in queries.captured_queries if "receipts_refusalcount" in q["sql"]]
+    assert len(upserts) == 1
+    acme.batch(tampered[:1])  # the next batch adds to the day's count
+    assert RefusalCount.objects.get(org=cast.acme, kind="HashMismatch").count == 4

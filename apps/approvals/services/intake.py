@@ -33,6 +33,7 @@ from apps.receipts.services import (
     receipt_append,
     receipt_append_batch,
     refusal_record,
+    refusals_record,
 )
 from apps.receipts.verifier import JsonValue, object_members, verify_receipt_value
 from apps.tenancy.models import ApiKey, Org
@@ -116,11 +117,17 @@ def receipt_intake_batch(
     its own (a bad one never blocks the others), the valid ones appended in order under one
     lock (contiguous ``seq``); a chain or quota refusal takes its receipt's place."""
     checked: list[BatchItem | ReceiptRefusal] = []
+    counted: list[tuple[str, str]] = []  # the verdict refusals, counted together
     for receipt in receipts:
         try:
-            checked.append(receipt_verify(receipt, org=org))
+            checked.append(receipt_verify(receipt, org=org, count_refusal=False))
         except VERIFY_REFUSALS as refusal:
             checked.append(refusal)
+            if isinstance(refusal, ReceiptMalformed):
+                counted.append(("Malformed", ""))
+            elif isinstance(refusal, ReceiptRejected):
+                counted.append((refusal.kind, refusal.action_hash))
+    refusals_record(org=org, refusals=counted)
     items = [item for item in checked if isinstance(item, BatchItem)]
     appended = iter(receipt_append_batch(org=org, items=items, api_key=api_key))
     return [next(appended) if isinstance(item, BatchItem) else item for item in checked]
