@@ -88,7 +88,7 @@ class MirrorEntry(models.Model):
 
 class RefusalCount(models.Model):
     """Refused pushes per org, day (UTC) and verdict kind: what the mirror cannot derive
-    from its own rows. Counted by :func:`apps.receipts.services.refusal_record`."""
+    from its own rows. Counted by :func:`apps.receipts.services.refusals_record`."""
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
     day = models.DateField()

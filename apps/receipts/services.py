@@ -449,12 +449,6 @@ def _refused_payload(
     return lambda: {"kind": kind, "action_hash": action_hash, "refused_at": refused_at}
 
 
-def refusal_record(*, org: Org, kind: str, action_hash: str = "") -> None:
-    """Count one refused receipt of verdict ``kind`` for today (UTC): see
-    :func:`refusals_record`."""
-    refusals_record(org=org, refusals=[(kind, action_hash)])
-
-
 def refusals_record(*, org: Org, refusals: Sequence[tuple[str, str]]) -> None:
     """Count refused receipts, each a ``(verdict kind, action hash or "")``, for today
     (UTC): one upsert whatever their number (a batch of bad receipts costs one round

@@ -13,7 +13,7 @@ receipt opens an approval; the mirror below knows nothing of either. The HTTP la
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import get_args
+from typing import NoReturn, get_args
 
 from django.db import transaction
 
@@ -32,7 +32,6 @@ from apps.receipts.services import (
     BatchItem,
     receipt_append,
     receipt_append_batch,
-    refusal_record,
     refusals_record,
 )
 from apps.receipts.verifier import JsonValue, object_members, verify_receipt_value
@@ -71,17 +70,29 @@ def receipt_verify(receipt: JsonValue, *, org: Org, count_refusal: bool = True) 
         raise InvalidInput("content: must be present and a JSON object")
     verdict = verify_receipt_value(receipt)
     if verdict.stage == "decode":
-        if count_refusal:
-            refusal_record(org=org, kind="Malformed")
-        raise ReceiptMalformed(f"Malformed: {verdict.detail}")
+        _refuse(ReceiptMalformed(f"Malformed: {verdict.detail}"), org, counted=count_refusal)
     if not verdict.is_valid or verdict.receipt is None or verdict.trust_level is None:
         named = verdict.receipt.action_hash if verdict.receipt is not None else ""
-        if count_refusal:
-            refusal_record(org=org, kind=verdict.kind, action_hash=named)
-        raise ReceiptRejected(verdict.kind, verdict.detail, action_hash=named)
+        refusal = ReceiptRejected(verdict.kind, verdict.detail, action_hash=named)
+        _refuse(refusal, org, counted=count_refusal)
     return BatchItem(
         receipt=verdict.receipt, trust_level=mirror_trust_level(org=org, verdict=verdict)
     )
+
+
+def _refuse(refusal: ReceiptMalformed | ReceiptRejected, org: Org, *, counted: bool) -> NoReturn:
+    """Raise a verdict refusal, counted first when it was a push's."""
+    if counted:
+        refusals_record(org=org, refusals=[_counted(refusal)])
+    raise refusal
+
+
+def _counted(refusal: ReceiptMalformed | ReceiptRejected) -> tuple[str, str]:
+    """What the refusal counter records of a verdict refusal: its kind, and the action
+    hash the receipt names where it decoded that far."""
+    if isinstance(refusal, ReceiptRejected):
+        return refusal.kind, refusal.action_hash
+    return "Malformed", ""
 
 
 def receipt_intake(
@@ -123,10 +134,8 @@ def receipt_intake_batch(
             checked.append(receipt_verify(receipt, org=org, count_refusal=False))
         except VERIFY_REFUSALS as refusal:
             checked.append(refusal)
-            if isinstance(refusal, ReceiptMalformed):
-                counted.append(("Malformed", ""))
-            elif isinstance(refusal, ReceiptRejected):
-                counted.append((refusal.kind, refusal.action_hash))
+            if not isinstance(refusal, InvalidInput):  # not a receipt: nothing to count
+                counted.append(_counted(refusal))
     refusals_record(org=org, refusals=counted)
     items = [item for item in checked if isinstance(item, BatchItem)]
     appended = iter(receipt_append_batch(org=org, items=items, api_key=api_key))
