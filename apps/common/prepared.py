@@ -26,12 +26,22 @@ prepare, so switching it back on here affects only these statements.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+import select
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import psycopg
 from django.db import connection
+from psycopg.adapt import PyFormat, Transformer
+from psycopg.errors import error_from_result
+from psycopg.pq import ExecStatus
+from psycopg.pq.abc import PGresult
 
 PreparedCursor = psycopg.Cursor[tuple[Any, ...]]
 
@@ -106,34 +116,204 @@ def can_pipeline() -> bool:
 
 
 @contextmanager
-def pipelined_transaction() -> Iterator[Callable[[], PreparedCursor]]:
-    """One transaction whose statements are pipelined; yields a factory of prepared cursors.
+def pipelined_transaction() -> Iterator[Callable[[], PipelinedStatement]]:
+    """One transaction whose statements are pipelined; yields a factory of statements, each
+    of which takes one ``execute(sql, params, prepare=True)`` and whose rows are read with
+    ``fetchone`` / ``fetchall``.
 
-    Fetching a result waits for everything sent so far: one round trip for all of it.
-    The transaction is the pipeline's *implicit* one: PostgreSQL runs every statement up
-    to the pipeline's Sync (sent when the block ends) in one transaction, committed at the
-    Sync, or rolled back there if a statement failed. So no BEGIN or COMMIT is sent (two
-    statements fewer on the push path); locks taken are held until the block ends, across
-    the fetches (psycopg asks for results with a flush request, which ends nothing). If
-    the block raises, a ROLLBACK goes out first: psycopg sends the Sync even then, and it
-    must not commit what was sent before the error. Use a cursor per statement whose
-    result is read after a later statement was sent. Only outside Django's transactions
-    (:func:`can_pipeline`): Django still sees an autocommit connection.
+    Sending buffers; reading a result sends everything buffered so far and waits once for
+    all of it: one round trip. The transaction is the pipeline's *implicit* one: PostgreSQL
+    runs every statement up to the pipeline's Sync (sent when the block ends) in one
+    transaction, committed at the Sync, or rolled back there if a statement failed. So no
+    BEGIN or COMMIT is sent (two statements fewer on the push path); locks taken are held
+    until the block ends, across the reads (results are asked for with a flush request,
+    which ends nothing). If the block raises, a ROLLBACK goes out before the Sync: the Sync
+    must not commit what was sent before the error. Use one statement object per statement
+    whose rows are read after a later statement was sent. Only outside Django's
+    transactions (:func:`can_pipeline`): Django still sees an autocommit connection.
+
+    This speaks libpq's pipeline mode through psycopg's libpq binding (``pgconn``) and its
+    adapters (parameters dumped and rows loaded exactly as psycopg's cursors would), not
+    through psycopg's cursors: in pipeline mode those wait on the socket once per statement
+    sent, which cost the push's three statements about 60 us of CPU more than one flush a
+    round trip (measured: ``deploy/bench/push_load.py``, the README's performance section).
     """
     raw = _raw_connection()
-    with connection.wrap_database_errors, raw.pipeline():
+    pipeline = _Pipeline(raw)
+    with connection.wrap_database_errors:
+        pipeline.open()
         try:
-            yield lambda: psycopg.Cursor(raw)
+            yield pipeline.statement
         except BaseException:
-            _roll_back_in_pipeline(raw)
+            pipeline.close(commit=False)
             raise
+        pipeline.close(commit=True)
 
 
-def _roll_back_in_pipeline(raw: psycopg.Connection[Any]) -> None:
-    """End the pipeline's implicit transaction without committing it. PostgreSQL answers a
-    ROLLBACK there with the warning "there is no transaction in progress" and rolls the
-    implicit transaction back all the same (psycopg drops notices: no handler is set).
-    After a failed statement the pipeline is aborted and refuses the ROLLBACK: its Sync
-    rolls back anyway."""
-    with suppress(psycopg.Error):
-        raw.execute("ROLLBACK")
+# Placeholders of the statements sent here: ``%s`` a parameter sent as text (PostgreSQL
+# infers its type from the statement), ``%b`` one sent in binary (a ``text[]`` of receipt
+# texts: copied, never escaped).
+_PLACEHOLDER = re.compile("%[sb]")
+# Prepared statements a connection keeps at most; older ones are deallocated (the append's
+# statements are prepared anew as a connection's appends double: apps.receipts.append_sql).
+_MAX_PREPARED = 32
+
+
+@dataclass
+class _Prepared:
+    """One connection's statements prepared through :class:`_Pipeline`, by SQL text."""
+
+    names: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
+    counter: int = 0
+
+
+_prepared_by_connection: WeakKeyDictionary[Any, _Prepared] = WeakKeyDictionary()
+
+
+@lru_cache(maxsize=256)
+def _numbered(sql: str) -> tuple[bytes, tuple[PyFormat, ...]]:
+    """``sql`` with ``$1, $2...`` for its placeholders, and each parameter's format."""
+    formats: list[PyFormat] = []
+
+    def number(match: re.Match[str]) -> str:
+        formats.append(PyFormat.BINARY if match.group() == "%b" else PyFormat.TEXT)
+        return f"${len(formats)}"
+
+    return _PLACEHOLDER.sub(number, sql).encode(), tuple(formats)
+
+
+class PipelinedStatement:
+    """One statement of a :func:`pipelined_transaction` (a cursor's subset)."""
+
+    def __init__(self, pipeline: _Pipeline) -> None:
+        self._pipeline = pipeline
+        self._rows: list[tuple[Any, ...]] | None = None
+
+    def execute(self, sql: str, params: Sequence[Any], *, prepare: bool = True) -> None:
+        """Send ``sql``, prepared once per connection (``prepare`` is always so here)."""
+        self._pipeline.send(self, sql, params)
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        while self._rows is None:
+            self._pipeline.read_next()
+        return self._rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        rows = self.fetchall()
+        return rows[0] if rows else None
+
+
+class _Pipeline:
+    """libpq's pipeline mode on Django's connection: see :func:`pipelined_transaction`."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self._pgconn = raw.pgconn
+        self._transformer = Transformer(raw)
+        self._encoding = raw.info.encoding
+        self._prepared = _prepared_by_connection.setdefault(raw, _Prepared())
+        # Sent, answer not read yet, in order; None: an answer to discard (a PREPARE).
+        self._waiting: deque[PipelinedStatement | None] = deque()
+        self._unflushed = False
+        self._error: psycopg.Error | None = None
+        self._poll = select.poll()
+        self._poll.register(self._pgconn.socket, select.POLLIN)
+
+    def open(self) -> None:
+        self._pgconn.enter_pipeline_mode()
+
+    def statement(self) -> PipelinedStatement:
+        return PipelinedStatement(self)
+
+    def send(self, statement: PipelinedStatement, sql: str, params: Sequence[Any]) -> None:
+        query, formats = _numbered(sql)
+        name = self._prepared.names.get(sql)
+        if name is None:
+            name = self._prepare(sql, query)
+        else:
+            self._prepared.names.move_to_end(sql)
+        values = self._transformer.dump_sequence(params, formats)
+        binary = [1 if fmt is PyFormat.BINARY else 0 for fmt in formats]
+        self._pgconn.send_query_prepared(name, values, binary)
+        self._waiting.append(statement)
+        self._unflushed = True
+
+    def _prepare(self, sql: str, query: bytes) -> bytes:
+        prepared = self._prepared
+        prepared.counter += 1
+        name = f"_mirror_{prepared.counter}".encode()
+        self._pgconn.send_prepare(name, query)
+        self._waiting.append(None)
+        prepared.names[sql] = name
+        while len(prepared.names) > _MAX_PREPARED:
+            _, old = prepared.names.popitem(last=False)
+            self._pgconn.send_query_params(b"DEALLOCATE " + old, None)
+            self._waiting.append(None)
+        return name
+
+    def read_next(self) -> None:
+        """Read the answer to the oldest statement sent and not read yet."""
+        if self._unflushed:
+            self._pgconn.send_flush_request()
+            self._flush()
+        statement = self._waiting.popleft()
+        result = self._result()
+        if self._result() is not None:  # each statement's answer ends with "no result"
+            raise psycopg.InterfaceError("unexpected result in the pipeline")
+        if result is None:
+            raise psycopg.InterfaceError("missing result in the pipeline")
+        if result.status == ExecStatus.FATAL_ERROR:
+            self._error = error_from_result(result, self._encoding)
+        if self._error is not None:  # this statement failed, or an earlier one did
+            if statement is not None:
+                statement._rows = []
+            raise self._error
+        if statement is not None:
+            self._transformer.set_pgresult(result)
+            statement._rows = self._transformer.load_rows(0, result.ntuples, tuple)
+
+    def close(self, *, commit: bool) -> None:
+        """End the transaction with the Sync (after a ROLLBACK unless ``commit``), read
+        every answer left, and leave pipeline mode. With ``commit``, raises the first error
+        the transaction met: a statement's, or the commit's own (deferred constraints).
+        Without, the caller's exception is what is raised: errors here are dropped. A
+        connection whose pipeline cannot be ended cleanly is closed."""
+        try:
+            if not commit and self._error is None:
+                # PostgreSQL warns that no transaction is in progress (the implicit one is
+                # not a transaction block) and rolls the implicit transaction back.
+                self._pgconn.send_query_params(b"ROLLBACK", None)
+                self._waiting.append(None)
+            self._pgconn.pipeline_sync()
+            self._flush()
+            while self._waiting:
+                with suppress(psycopg.DatabaseError):  # kept in self._error
+                    self.read_next()
+            while (result := self._result()) is None or result.status != ExecStatus.PIPELINE_SYNC:
+                if result is not None and result.status == ExecStatus.FATAL_ERROR:
+                    self._error = self._error or error_from_result(result, self._encoding)
+            self._pgconn.exit_pipeline_mode()
+        except psycopg.Error:
+            connection.close()  # the session's state is unknown: never reuse it
+            if commit:
+                raise
+            return
+        if commit and self._error is not None:
+            raise self._error
+
+    def _flush(self) -> None:
+        """Send what libpq buffered, reading answers meanwhile if the server sends any."""
+        self._unflushed = False
+        while self._pgconn.flush() == 1:
+            self._wait(select.POLLIN | select.POLLOUT)
+            self._pgconn.consume_input()
+
+    def _result(self) -> PGresult | None:
+        self._pgconn.consume_input()
+        while self._pgconn.is_busy():
+            self._wait(select.POLLIN)
+            self._pgconn.consume_input()
+        return self._pgconn.get_result()
+
+    def _wait(self, events: int) -> None:
+        self._poll.modify(self._pgconn.socket, events)
+        self._poll.poll()

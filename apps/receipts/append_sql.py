@@ -309,10 +309,12 @@ class AppendStatements:
 
 
 @contextmanager
-def append_transaction() -> Iterator[AppendStatements]:
-    """One append transaction: committed when the block ends, rolled back if it raises."""
+def append_transaction(*, orm: bool = False) -> Iterator[AppendStatements]:
+    """One append transaction: committed when the block ends, rolled back if it raises.
+    ``orm``: the block also runs statements through Django's ORM (a supersede marks the
+    entry it replaces), which a pipeline cannot carry: a transaction of Django's then."""
     settle()  # its statements bypass Django's cursors (and their org-context check)
-    if can_pipeline():
+    if can_pipeline() and not orm:
         with pipelined_transaction() as new_cursor:
             yield AppendStatements(new_cursor, postgres=True, raw_connection=connection.connection)
     elif connection.vendor == "postgresql":

@@ -72,7 +72,7 @@ def receipt_append(
     digest = receipt_digest(receipt.stored_text)
     now = timezone.now()
     refusal: DomainError | None = None
-    with append_transaction() as sql:
+    with append_transaction(orm=bool(supersedes_action_hash)) as sql:
         try:
             outcome = _append_locked(
                 sql,

@@ -21,6 +21,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from apps.common.prepared import PipelinedStatement
 from apps.receipts.append_sql import (
     _ADVANCE_HEAD,
     _LOCK_HEAD,
@@ -229,14 +230,14 @@ def test_the_statements_are_planned_anew_each_time_the_connections_appends_doubl
     monkeypatch.setattr(append_sql, "_appends_by_connection", append_sql.WeakKeyDictionary())
     monkeypatch.setattr(append_sql, "REPLAN_FROM", 1)
     prepared = []
-    real = psycopg.Cursor.execute
+    real = PipelinedStatement.execute
 
-    def recording(self, query, params=None, **options):
-        if options.get("prepare") and str(query).startswith(_RELATED):
+    def recording(self, query, params, **options):
+        if str(query).startswith(_RELATED):
             prepared.append(str(query).removeprefix(_RELATED))
         return real(self, query, params, **options)
 
-    monkeypatch.setattr(psycopg.Cursor, "execute", recording)
+    monkeypatch.setattr(PipelinedStatement, "execute", recording)
     agent = Agent()
     for _ in range(8):
         receipt_append(org=cast.acme, **vars(verified(agent.receipt())))
@@ -259,9 +260,9 @@ def test_the_append_transaction_uses_generic_plans(cast, monkeypatch) -> None:
         "plan_cache_mode=force_generic_plan" in settings.DATABASES["default"]["OPTIONS"]["options"]
     )
     sent = []
-    real = psycopg.Cursor.execute
+    real = PipelinedStatement.execute
 
-    def recording(self, query, params=None, **options):
+    def recording(self, query, params, **options):
         sent.append(str(query))
         return real(self, query, params, **options)
 
@@ -269,7 +270,7 @@ def test_the_append_transaction_uses_generic_plans(cast, monkeypatch) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SHOW plan_cache_mode")
         assert cursor.fetchone()[0] == "force_generic_plan"
-    monkeypatch.setattr(psycopg.Cursor, "execute", recording)
+    monkeypatch.setattr(PipelinedStatement, "execute", recording)
     receipt_append(org=cast.acme, **vars(verified(Agent().receipt())))
     assert sent
     assert not any("plan_cache_mode" in query for query in sent)
