@@ -2,26 +2,26 @@
 
 Django's psycopg cursors bind parameters client-side, so PostgreSQL parses and plans each
 statement on every execution; for the push path's statements (row-level security policies
-included) planning costs more than running them. A cursor from :func:`prepared_cursors`
-binds server-side: a statement executed with ``prepare=True`` is prepared once per
-connection and afterwards only bound and executed.
+included) planning costs more than running them. The statements sent here are prepared
+once per connection (named ``_mirror_N``) and afterwards only bound and executed.
 
-:func:`pipelined_transaction` goes further for a short transaction: it sends its
-statements in psycopg's pipeline mode, in the pipeline's implicit transaction (no BEGIN,
-no COMMIT: the Sync that ends the pipeline commits). A lock-read-write transaction then
-costs two round trips to the database instead of five (BEGIN, lock, read, write, COMMIT
-each waiting for the answer) and three statements, and the lock is held for one round
-trip plus the Python between them.
+:func:`pipelined_transaction` sends a short transaction's statements in libpq's pipeline
+mode, in the pipeline's implicit transaction (no BEGIN, no COMMIT: the Sync that ends the
+pipeline commits). A lock-read-write transaction then costs two round trips to the
+database instead of five (BEGIN, lock, read, write, COMMIT each waiting for the answer)
+and three statements, and the lock is held for one round trip plus the Python between
+them. :func:`fetchone_checked` runs one statement the same way, and spares a request
+Django's health-check round trip: the request's first statement is the check (see there).
 
-Both work on Django's own connection: the same session (org context), Django's health
-check first, database errors translated to Django's (a lost database is still answered
-503). :func:`fetchone_checked` spares a request that health check's round trip: the
-request's first statement is the check (see there).
-
-Django switches psycopg's statement preparation off for transaction-mode connection
-poolers; this service cannot sit behind one anyway (its org context is session state, see
-``apps.tenancy.org_context``), and Django's own cursors bind client-side and never
-prepare, so switching it back on here affects only these statements.
+Both work on Django's own connection: the same session (org context), database errors
+translated to Django's (a lost database is still answered 503). They speak libpq through
+psycopg's binding (``pgconn``) and adapters (parameters dumped and rows loaded as
+psycopg's cursors would): psycopg's own pipeline waits on the socket once per statement,
+which cost the push about 60 us of CPU (README, "Performance"). psycopg itself is told
+never to prepare on these connections (Django's cursors bind client-side and never do):
+after a rollback psycopg deallocates *every* prepared statement once it has prepared one
+of its own. A transaction-mode pooler could not carry prepared statements, nor this
+service's org context (session state, see ``apps.tenancy.org_context``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from weakref import WeakKeyDictionary
 
 import psycopg
 from django.db import connection
+from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.errors import error_from_result
 from psycopg.pq import ExecStatus
@@ -45,20 +46,16 @@ from psycopg.pq.abc import PGresult
 
 PreparedCursor = psycopg.Cursor[tuple[Any, ...]]
 
-# Statements are prepared when executed with ``prepare=True``, never by count.
-_PREPARE_ON_REQUEST_ONLY = 2**31
-
 
 def _raw_connection() -> psycopg.Connection[Any]:
     assert connection.vendor == "postgresql", "prepared statements are PostgreSQL's"
     connection.close_if_health_check_failed()
     connection.ensure_connection()
-    return _prepared(connection.connection)
-
-
-def _prepared(raw: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = _PREPARE_ON_REQUEST_ONLY
+    raw: psycopg.Connection[Any] = connection.connection
+    # psycopg itself never prepares on this connection: every prepared statement is this
+    # module's. psycopg answers a rollback of its own with DEALLOCATE ALL whenever it has
+    # prepared anything, which would drop this module's statements behind its back.
+    raw.prepare_threshold = None
     return raw
 
 
@@ -77,7 +74,7 @@ def fetchone_checked(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
     raw = connection.connection
     if raw is not None and django.health_check_enabled and not django.health_check_done:
         try:
-            return _fetchone(_prepared(raw), sql, params)
+            return _fetchone(_raw_connection(), sql, params)
         except psycopg.Error:
             if not (raw.closed or raw.broken):
                 with connection.wrap_database_errors:
@@ -91,15 +88,31 @@ def fetchone_checked(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
 
 
 def _fetchone(raw: psycopg.Connection[Any], sql: str, params: list[Any]) -> tuple[Any, ...] | None:
-    with psycopg.Cursor(raw) as cursor:
-        cursor.execute(sql, params, prepare=True)
-        return cursor.fetchone()
+    """One statement in a pipeline of its own (one round trip, as a cursor's, at a third of
+    its CPU). Inside a transaction of Django's it is part of it, unless it is the first
+    statement there (psycopg opens the transaction with the next statement of its own):
+    only for reads and session settings, whose effect is the same either way. Runs again,
+    prepared anew, if the server no longer knows the prepared statement (a DISCARD ALL)."""
+    for attempt in (1, 2):
+        pipeline = _Pipeline(raw)
+        pipeline.open()
+        statement = pipeline.statement()
+        statement.execute(sql, params)
+        try:
+            pipeline.close(commit=True)  # raises the statement's error; never a ROLLBACK
+        except psycopg.errors.InvalidSqlStatementName:
+            if attempt == 2 or raw.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+                raise
+            continue
+        break
+    return statement.fetchone()
 
 
 @contextmanager
 def prepared_cursors() -> Iterator[Callable[[], PreparedCursor]]:
-    """A factory of server-side-binding cursors, whose ``execute(..., prepare=True)``
-    reuses plans, in whatever transaction Django's connection is in."""
+    """A factory of server-side-binding cursors in whatever transaction Django's connection
+    is in (the append inside a caller's ``atomic``: tests, a supersede). They do not
+    prepare (see :func:`_raw_connection`): PostgreSQL plans each statement."""
     raw = _raw_connection()
     with connection.wrap_database_errors:
         yield lambda: psycopg.Cursor(raw)
@@ -211,8 +224,9 @@ class _Pipeline:
         self._transformer = Transformer(raw)
         self._encoding = raw.info.encoding
         self._prepared = _prepared_by_connection.setdefault(raw, _Prepared())
-        # Sent, answer not read yet, in order; None: an answer to discard (a PREPARE).
-        self._waiting: deque[PipelinedStatement | None] = deque()
+        # Sent, answer not read yet, in order: a statement, the SQL text of a PREPARE (its
+        # name is kept only once PostgreSQL confirmed it), or None (an answer to discard).
+        self._waiting: deque[PipelinedStatement | str | None] = deque()
         self._unflushed = False
         self._error: psycopg.Error | None = None
         self._poll = select.poll()
@@ -242,7 +256,7 @@ class _Pipeline:
         prepared.counter += 1
         name = f"_mirror_{prepared.counter}".encode()
         self._pgconn.send_prepare(name, query)
-        self._waiting.append(None)
+        self._waiting.append(sql)
         prepared.names[sql] = name
         while len(prepared.names) > _MAX_PREPARED:
             _, old = prepared.names.popitem(last=False)
@@ -263,11 +277,15 @@ class _Pipeline:
             raise psycopg.InterfaceError("missing result in the pipeline")
         if result.status == ExecStatus.FATAL_ERROR:
             self._error = error_from_result(result, self._encoding)
+            if isinstance(self._error, psycopg.errors.InvalidSqlStatementName):
+                self._prepared.names.clear()  # DISCARD ALL or the like: prepare anew
         if self._error is not None:  # this statement failed, or an earlier one did
-            if statement is not None:
+            if isinstance(statement, str):  # a PREPARE that did not happen
+                self._prepared.names.pop(statement, None)
+            elif statement is not None:
                 statement._rows = []
             raise self._error
-        if statement is not None:
+        if isinstance(statement, PipelinedStatement):
             self._transformer.set_pgresult(result)
             statement._rows = self._transformer.load_rows(0, result.ntuples, tuple)
 

@@ -8,10 +8,10 @@ from http import HTTPStatus
 import psycopg
 import pytest
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from rest_framework.test import APIClient
 
-from apps.common.prepared import fetchone_checked
+from apps.common.prepared import fetchone_checked, pipelined_transaction
 from tests.receipts.conftest import Pusher
 from tests.receipts.factories import Agent
 
@@ -129,3 +129,80 @@ def test_a_failing_statement_on_a_live_connection_is_not_retried(db) -> None:
     assert connection.connection is raw  # not closed and reopened
     assert connection.health_check_done
     assert fetchone_checked("SELECT %s::int", [7]) == (7,)
+
+
+def prepared_statement_names() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def test_a_rollback_of_djangos_keeps_the_push_paths_prepared_statements(cast, pusher) -> None:
+    """psycopg answers a rollback with DEALLOCATE ALL once it has prepared anything of its
+    own: it never prepares here, so the push path's statements outlive any rollback."""
+    agent = Agent()
+    assert pusher(agent.receipt()).status_code == HTTPStatus.CREATED
+    before = prepared_statement_names()
+    assert before
+
+    def rolled_back() -> None:
+        with transaction.atomic():  # the append inside runs on psycopg's cursors
+            inside = Pusher(APIClient(), cast.acme_key.secret)  # no close_old_connections
+            assert inside(agent.receipt()).status_code == HTTPStatus.CREATED
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        rolled_back()
+    assert prepared_statement_names() == before
+    assert pusher(agent.receipt()).status_code == HTTPStatus.CREATED
+    assert prepared_statement_names() == before
+
+
+def test_a_statement_the_server_forgot_is_prepared_anew(pusher) -> None:
+    """After a DISCARD ALL (an operator's, a pooler's) the next statement fails once, is
+    prepared anew and runs; the append after it prepares its own anew too."""
+    agent = Agent()
+    assert pusher(agent.receipt()).status_code == HTTPStatus.CREATED
+    with connection.cursor() as cursor:
+        cursor.execute("DISCARD ALL")  # also resets the session's org context
+    assert fetchone_checked("SELECT %s::int", [8]) == (8,)
+    response = pusher(agent.receipt())
+    assert response.status_code == HTTPStatus.CREATED, response.content
+    assert response.json()["seq"] == 2
+
+
+def test_a_pipelined_statements_error_is_djangos_and_the_connection_stays_usable(db) -> None:
+
+    def failing() -> None:
+        with pipelined_transaction() as new:
+            statement = new()
+            statement.execute("SELECT 1 / %s::int", [0])
+            statement.fetchone()
+
+    with pytest.raises(DatabaseError, match="division by zero"):
+        failing()
+    assert connection.connection.info.transaction_status == 0
+    assert connection.connection.pgconn.pipeline_status == 0  # out of pipeline mode
+    assert fetchone_checked("SELECT %s::int", [9]) == (9,)
+
+
+def test_a_pipeline_commits_only_when_its_block_ends_without_an_error(db) -> None:
+    """Rows are read within the transaction; an exception after a write rolls it back."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE pipeline_probe (n int)")
+
+    def raising_after_a_write() -> None:
+        with pipelined_transaction() as new:
+            new().execute("INSERT INTO pipeline_probe VALUES (%s)", [1])
+            counted = new()
+            counted.execute("SELECT count(*) FROM pipeline_probe", [])
+            assert counted.fetchone() == (1,)
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        raising_after_a_write()
+    with pipelined_transaction() as new:
+        new().execute("INSERT INTO pipeline_probe VALUES (%s)", [2])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n FROM pipeline_probe")
+        assert cursor.fetchall() == [(2,)]

@@ -161,6 +161,7 @@ def test_a_remembered_keys_context_statement_stands_in_for_the_health_check(
     ``SELECT 1`` round trip of its own) is not sent as well."""
     import psycopg
 
+    from apps.common.prepared import PipelinedStatement
     from tests.receipts.factories import Agent
 
     acme, globex = Agent(), Agent()
@@ -182,6 +183,13 @@ def test_a_remembered_keys_context_statement_stands_in_for_the_health_check(
         return real_connection_execute(self, query, params, **options)
 
     monkeypatch.setattr(psycopg.Connection, "execute", connection_recording)
+    real_statement_execute = PipelinedStatement.execute
+
+    def statement_recording(self, query, params, **options):
+        sent.append(str(query))
+        return real_statement_execute(self, query, params, **options)
+
+    monkeypatch.setattr(PipelinedStatement, "execute", statement_recording)
     try:
         assert push(acme.receipt()).status_code == HTTPStatus.CREATED  # remembered from now
         assert globex_push(globex.receipt()).status_code == HTTPStatus.CREATED
