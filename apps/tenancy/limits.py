@@ -20,6 +20,7 @@ probe reports the cache as failed meanwhile.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -29,7 +30,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -87,23 +90,51 @@ def _decide(allowed: bool, tat_us: int, now_us: int, interval_us: int, capacity:
     )
 
 
-# (cache location, script): rebuilt when the cache settings change (tests switch them).
-_redis_script: tuple[object, Any] | None = None
+_GCRA_SHA = hashlib.sha1(_GCRA_LUA.encode(), usedforsecurity=False).hexdigest()
+
+# (cache location, Redis client): rebuilt when the cache settings change (tests switch them).
+_redis_client: tuple[object, Any] | None = None
 
 
-def _redis_gcra() -> Any | None:
-    """The GCRA script bound to the cache's Redis client (built once per process: a
-    Redis client object is costly to construct, the connection pool is shared anyway), or
-    None when the cache is not Redis."""
-    global _redis_script
+def _redis() -> Any | None:
+    """The cache's Redis client (looked up once per process: a Redis client object is
+    costly to construct, the connection pool is shared anyway), or None when the cache is
+    not Redis."""
+    global _redis_client
     location = settings.CACHES["default"].get("LOCATION")
-    if _redis_script is None or _redis_script[0] != location:
+    if _redis_client is None or _redis_client[0] != location:
         backend = getattr(cache, "_cache", None)
         get_client = getattr(backend, "get_client", None)
         if get_client is None:
             return None
-        _redis_script = (location, get_client(write=True).register_script(_GCRA_LUA))
-    return _redis_script[1]
+        _redis_client = (location, get_client(write=True))
+    return _redis_client[1]
+
+
+def _gcra_on_redis(client: Any, redis_key: str, *args: int) -> list[Any]:
+    """The GCRA script's answer for ``redis_key``: one EVALSHA on a connection of the
+    client's pool (EVAL when Redis does not hold the script: restarted, flushed). On the
+    connection itself: redis-py's command path (retry policy, observability hooks, response
+    callbacks) cost each request about as much CPU again as the round trip. A connection
+    found broken is dropped and the command sent once more on a fresh one, as redis-py's
+    own retry does."""
+    pool = client.connection_pool
+    for attempt in (1, 2):
+        connection = pool.get_connection()
+        try:
+            try:
+                connection.send_command("EVALSHA", _GCRA_SHA, 1, redis_key, *args)
+                return list(connection.read_response())
+            except NoScriptError:
+                connection.send_command("EVAL", _GCRA_LUA, 1, redis_key, *args)
+                return list(connection.read_response())
+        except (RedisConnectionError, RedisTimeoutError):
+            connection.disconnect()
+            if attempt == 2:
+                raise
+        finally:
+            pool.release(connection)
+    raise AssertionError("unreachable")
 
 
 def take(key: str, *, per_minute: int, burst: int, clock: Clock = time.time) -> Decision:
@@ -113,12 +144,12 @@ def take(key: str, *, per_minute: int, burst: int, clock: Clock = time.time) -> 
     now_us = round(clock() * _US)
     interval_us = max(1, round(60 * _US / per_minute))
     cache_key = f"ratelimit:{key}"
-    script = _redis_gcra()
-    if script is not None:
+    client = _redis()
+    if client is not None:
         # The script sees raw Redis keys: apply the cache's KEY_PREFIX and VERSION as
         # cache.get does, so deployments sharing one Redis database keep apart.
         redis_key = cache.make_key(cache_key)
-        allowed_flag, tat = script(keys=[redis_key], args=[now_us, interval_us, burst])
+        allowed_flag, tat = _gcra_on_redis(client, redis_key, now_us, interval_us, burst)
         return _decide(bool(allowed_flag), int(tat), now_us, interval_us, burst)
     with _local_lock:
         tat_us = max(int(cache.get(cache_key) or 0), now_us)

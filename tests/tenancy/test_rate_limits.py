@@ -237,9 +237,9 @@ def redis_cache(settings, monkeypatch):
     settings.CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
     }
-    monkeypatch.setattr(limits, "_redis_script", None)
+    monkeypatch.setattr(limits, "_redis_client", None)
     yield
-    limits._redis_script = None
+    limits._redis_client = None
 
 
 def test_the_redis_script_keeps_microsecond_exactness(redis_cache, limits_on) -> None:
@@ -257,3 +257,40 @@ def test_the_redis_script_keeps_microsecond_exactness(redis_cache, limits_on) ->
     fast = f"fast-{time.time_ns()}"
     admitted = [take(fast, per_minute=6_000_000, burst=5, clock=clock).allowed for _ in range(7)]
     assert admitted == [True] * 5 + [False] * 2
+
+
+def test_a_redis_without_the_script_is_given_it_again(redis_cache, limits_on) -> None:
+    """A restarted or flushed Redis no longer holds the script: the take loads it (EVAL)
+    and decides all the same, and later takes find it again."""
+    import time
+
+    from apps.tenancy import limits
+
+    clock = limits_on
+    clock.now = time.time()
+    key = f"flushed-{time.time_ns()}"
+    assert take(key, per_minute=60, burst=2, clock=clock).allowed
+    client = limits._redis()
+    client.script_flush()
+    assert not client.script_exists(limits._GCRA_SHA)[0]
+    decisions = [take(key, per_minute=60, burst=2, clock=clock) for _ in range(2)]
+    assert [d.allowed for d in decisions] == [True, False]
+    assert client.script_exists(limits._GCRA_SHA)[0]
+
+
+def test_a_connection_redis_dropped_is_replaced_and_the_take_counted_once(
+    redis_cache, limits_on
+) -> None:
+    import time
+
+    from apps.tenancy import limits
+
+    clock = limits_on
+    clock.now = time.time()
+    key = f"dropped-{time.time_ns()}"
+    assert take(key, per_minute=60, burst=3, clock=clock).remaining == 2
+    client = limits._redis()
+    client.client_kill_filter(_type="normal", skipme=False)  # every client: the pool's too
+    decision = take(key, per_minute=60, burst=3, clock=clock)
+    assert decision.allowed
+    assert decision.remaining == 1
