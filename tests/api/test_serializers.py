@@ -249,6 +249,8 @@ def test_any_other_push_body_is_decided_by_the_serializer(body, error):
     ],
 )
 def test_the_push_answers_what_its_output_serializer_would(outcome):
+    from rest_framework.renderers import JSONRenderer
+
     from apps.api.keyscoped.receipts import ReceiptPushApi
     from apps.receipts.services import AppendOutcome
 
@@ -256,3 +258,6 @@ def test_the_push_answers_what_its_output_serializer_would(outcome):
     direct = ReceiptPushApi.answer(value)
     assert direct == ReceiptPushApi.OutputSerializer(value).data
     assert list(direct) == list(ReceiptPushApi.OutputSerializer(value).data)
+    # The bytes too: what DRF's renderer would have written for the serializer's data.
+    drf = JSONRenderer().render(ReceiptPushApi.OutputSerializer(value).data)
+    assert ReceiptPushApi.rendered(direct) == drf

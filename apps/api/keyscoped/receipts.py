@@ -6,6 +6,8 @@ import re
 from http import HTTPStatus
 from typing import Any
 
+import orjson
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -142,15 +144,17 @@ class ReceiptPushApi(KeyScopedSdkApi):
                 "detail": refusal.message,
             }
             return Response(self.QuotaSerializer(quota).data, status=refusal.status)
-        return Response(
-            self.answer(outcome), status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK
+        return HttpResponse(
+            self.rendered(self.answer(outcome)),
+            status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
+            content_type="application/json",
         )
 
     # The push is the service's hot path, and instantiating a DRF serializer deep-copies
     # its fields: the two serializers cost about a sixth of a push's CPU. So a well-formed
-    # body and every answer are handled directly; the serializers stay the description
-    # (the OpenAPI document is inferred from them), decide every refusal, and a test holds
-    # the direct path to them (tests/api/test_serializers.py).
+    # body and every answer are handled directly (the answer rendered by orjson); the
+    # serializers stay the description (the OpenAPI document is inferred from them), decide
+    # every refusal, and a test holds the direct path to them (tests/api/test_serializers.py).
 
     @classmethod
     def validated(cls, members: dict[str, Any]) -> tuple[JsonValue, str | None]:
@@ -168,6 +172,12 @@ class ReceiptPushApi(KeyScopedSdkApi):
         data = cls.InputSerializer(data=members)
         data.is_valid(raise_exception=True)
         return data.validated_data["receipt"], data.validated_data.get("supersedes_action_hash")
+
+    @staticmethod
+    def rendered(answer: dict[str, Any]) -> bytes:
+        """The answer's bytes, as DRF's ``JSONRenderer`` writes them (compact), by orjson:
+        the renderer's ``json.dumps`` was a twentieth of the push's own CPU."""
+        return orjson.dumps(answer)
 
     @staticmethod
     def answer(outcome: AppendOutcome) -> dict[str, Any]:
