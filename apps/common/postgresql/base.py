@@ -6,8 +6,8 @@ round trip was about a twentieth of the push's CPU, client and server together. 
 connection the server has ended (a restart, ``pg_terminate_backend``, a proxy's idle
 timeout) has already said so on its socket: the server's FATAL message, then the end of
 the stream. So the check here looks at the socket without waiting (``poll`` with no
-timeout) and, when something arrived, lets libpq read it: a connection that was ended is
-found unusable and Django opens a new one, as with ``SELECT 1``.
+timeout): a connection that was sent anything while idle is found unusable and Django
+opens a new one, as with ``SELECT 1``.
 
 What neither check can see at once is a peer that vanished without a word (a cable pulled
 between two hosts): ``SELECT 1`` would wait for the kernel's retransmission timeout there;
@@ -33,15 +33,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
         try:
             poller = select.poll()
             poller.register(pgconn.socket, select.POLLIN)
-            # An idle connection is sent nothing unasked but a rare notice, or its end:
-            # the server's FATAL message, then the end of the stream, which libpq reports
-            # (raises) when it reads it. A few reads cover a message and the end after it.
-            for _ in range(3):
-                if not poller.poll(0):
-                    break
-                pgconn.consume_input()
-            else:
-                return False  # still more arriving unasked: not a connection to reuse
+            # An idle connection is sent nothing unasked but its end (the server's FATAL
+            # message, then the end of the stream, which may lag a moment behind it) or,
+            # rarely, a notice: anything waiting means a new connection, at the cost of a
+            # reconnect for the rare notice.
+            if poller.poll(0):
+                return False
         except (psycopg.Error, OSError, ValueError):
             return False
         return bool(pgconn.status == ConnStatus.OK)
