@@ -88,11 +88,12 @@ def fetchone_checked(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
 
 
 def _fetchone(raw: psycopg.Connection[Any], sql: str, params: list[Any]) -> tuple[Any, ...] | None:
-    """One statement in a pipeline of its own (one round trip, as a cursor's, at a third of
-    its CPU). Inside a transaction of Django's it is part of it, unless it is the first
-    statement there (psycopg opens the transaction with the next statement of its own):
-    only for reads and session settings, whose effect is the same either way. Runs again,
-    prepared anew, if the server no longer knows the prepared statement (a DISCARD ALL)."""
+    """One statement in a pipeline of its own: one round trip and about a cursor's CPU, and
+    prepared by this module like every other statement on the connection. Inside a
+    transaction of Django's it is part of it, unless it is the first statement there
+    (psycopg opens the transaction with the next statement of its own): only for reads and
+    session settings, whose effect is the same either way. Runs again, prepared anew, if
+    the server no longer knows the prepared statement (a DISCARD ALL)."""
     for attempt in (1, 2):
         pipeline = _Pipeline(raw)
         pipeline.open()
