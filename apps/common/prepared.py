@@ -307,9 +307,7 @@ class _Pipeline:
             while self._waiting:
                 with suppress(psycopg.DatabaseError):  # kept in self._error
                     self.read_next()
-            while (result := self._result()) is None or result.status != ExecStatus.PIPELINE_SYNC:
-                if result is not None and result.status == ExecStatus.FATAL_ERROR:
-                    self._error = self._error or error_from_result(result, self._encoding)
+            self._read_to_sync()
             self._pgconn.exit_pipeline_mode()
         except psycopg.Error:
             connection.close()  # the session's state is unknown: never reuse it
@@ -318,6 +316,22 @@ class _Pipeline:
             return
         if commit and self._error is not None:
             raise self._error
+
+    def _read_to_sync(self) -> None:
+        """Read up to the Sync's own answer, keeping the first error (the commit's)."""
+        nothing_in_a_row = 0
+        while True:
+            result = self._result()
+            if result is None:  # libpq ends each answer with one "no result", never two
+                nothing_in_a_row += 1
+                if nothing_in_a_row > 1:
+                    raise psycopg.InterfaceError("no Sync answer in the pipeline")
+                continue
+            nothing_in_a_row = 0
+            if result.status == ExecStatus.PIPELINE_SYNC:
+                return
+            if result.status == ExecStatus.FATAL_ERROR:
+                self._error = self._error or error_from_result(result, self._encoding)
 
     def _flush(self) -> None:
         """Send what libpq buffered, reading answers meanwhile if the server sends any."""

@@ -8,7 +8,7 @@ from http import HTTPStatus
 import psycopg
 import pytest
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 from rest_framework.test import APIClient
 
 from apps.common.prepared import fetchone_checked, pipelined_transaction
@@ -206,3 +206,25 @@ def test_a_pipeline_commits_only_when_its_block_ends_without_an_error(db) -> Non
     with connection.cursor() as cursor:
         cursor.execute("SELECT n FROM pipeline_probe")
         assert cursor.fetchall() == [(2,)]
+
+
+def test_a_commit_that_fails_at_the_sync_raises_and_writes_nothing(db) -> None:
+    """A deferred constraint is checked by the commit itself, at the pipeline's Sync: its
+    error is the block's, as Django's IntegrityError, and the connection stays usable."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE probe_parent (id int PRIMARY KEY)")
+        cursor.execute(
+            "CREATE TEMPORARY TABLE probe_child (parent int REFERENCES probe_parent "
+            "DEFERRABLE INITIALLY DEFERRED)"
+        )
+
+    def orphan() -> None:
+        with pipelined_transaction() as new:
+            new().execute("INSERT INTO probe_child VALUES (%s)", [1])
+
+    with pytest.raises(IntegrityError):
+        orphan()
+    assert connection.connection.info.transaction_status == 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM probe_child")
+        assert cursor.fetchone() == (0,)
