@@ -7,7 +7,7 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -123,7 +123,7 @@ class ReceiptPushApi(KeyScopedSdkApi):
             ),
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponseBase:
         principal = sdk_principal(request)
         members = raw_body_members(
             read_json_bytes(request), shape="{receipt, supersedes_action_hash?}", raw=["receipt"]
