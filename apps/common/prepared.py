@@ -279,7 +279,8 @@ class _Pipeline:
         if result.status == ExecStatus.FATAL_ERROR:
             self._error = error_from_result(result, self._encoding)
             if isinstance(self._error, psycopg.errors.InvalidSqlStatementName):
-                self._prepared.names.clear()  # DISCARD ALL or the like: prepare anew
+                # A DISCARD ALL or the like: this transaction fails, the next prepares anew.
+                self._prepared.names.clear()
         if self._error is not None:  # this statement failed, or an earlier one did
             if isinstance(statement, str):  # a PREPARE that did not happen
                 self._prepared.names.pop(statement, None)

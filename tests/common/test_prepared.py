@@ -228,3 +228,19 @@ def test_a_commit_that_fails_at_the_sync_raises_and_writes_nothing(db) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM probe_child")
         assert cursor.fetchone() == (0,)
+
+
+def test_a_connection_keeps_a_bounded_number_of_prepared_statements(db, monkeypatch) -> None:
+    """Old statements (an earlier plan generation's) are deallocated as new ones come."""
+    from apps.common import prepared
+
+    monkeypatch.setattr(prepared, "_MAX_PREPARED", 2)
+    for value in range(5):
+        assert fetchone_checked(f"SELECT %s::int + {value}", [1]) == (1 + value,)
+    names = prepared_statement_names()
+    assert len(names) == 2
+    assert set(prepared._prepared_by_connection[connection.connection].names.values()) == {
+        name.encode() for name in names
+    }
+    assert fetchone_checked("SELECT %s::int + 4", [2]) == (6,)  # still prepared: reused
+    assert prepared_statement_names() == names
