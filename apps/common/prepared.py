@@ -185,15 +185,17 @@ _prepared_by_connection: WeakKeyDictionary[Any, _Prepared] = WeakKeyDictionary()
 
 
 @lru_cache(maxsize=256)
-def _numbered(sql: str) -> tuple[bytes, tuple[PyFormat, ...]]:
-    """``sql`` with ``$1, $2...`` for its placeholders, and each parameter's format."""
+def _numbered(sql: str) -> tuple[bytes, tuple[PyFormat, ...], tuple[int, ...]]:
+    """``sql`` with ``$1, $2...`` for its placeholders, each parameter's format for
+    psycopg's adapters, and for libpq (1: binary)."""
     formats: list[PyFormat] = []
 
     def number(match: re.Match[str]) -> str:
         formats.append(PyFormat.BINARY if match.group() == "%b" else PyFormat.TEXT)
         return f"${len(formats)}"
 
-    return _PLACEHOLDER.sub(number, sql).encode(), tuple(formats)
+    query = _PLACEHOLDER.sub(number, sql).encode()
+    return query, tuple(formats), tuple(int(fmt is PyFormat.BINARY) for fmt in formats)
 
 
 class PipelinedStatement:
@@ -240,14 +242,13 @@ class _Pipeline:
         return PipelinedStatement(self)
 
     def send(self, statement: PipelinedStatement, sql: str, params: Sequence[Any]) -> None:
-        query, formats = _numbered(sql)
+        query, formats, binary = _numbered(sql)
         name = self._prepared.names.get(sql)
         if name is None:
             name = self._prepare(sql, query)
         else:
             self._prepared.names.move_to_end(sql)
         values = self._transformer.dump_sequence(params, formats)
-        binary = [1 if fmt is PyFormat.BINARY else 0 for fmt in formats]
         self._pgconn.send_query_prepared(name, values, binary)
         self._waiting.append(statement)
         self._unflushed = True

@@ -200,7 +200,7 @@ def _related_params(
 # appends serves at most the next n, and once a connection has appended a thousand entries
 # the table holds at least as many and the lookup indexes win
 # (tests/receipts/test_append_plans.py). About fifteen plans in a connection's life instead
-# of one; psycopg's statement cache drops the old ones.
+# of one; ``apps.common.prepared`` deallocates the oldest.
 REPLAN_FROM = 32
 _appends_by_connection: WeakKeyDictionary[Any, int] = WeakKeyDictionary()
 
@@ -223,7 +223,8 @@ class AppendStatements:
         self._generation = _plan_generation(raw_connection) if postgres else ""
 
     def _send(self, sql: str, params: list[Any]) -> Any:
-        """Send ``sql``; on PostgreSQL prepared once per connection and plan generation."""
+        """Send ``sql``; in a pipeline, prepared once per connection and plan generation
+        (inside a transaction of Django's, psycopg's cursors bind server-side unprepared)."""
         cursor = self._new_cursor()
         if self._postgres:
             cursor.execute(sql + self._generation, params, prepare=True)

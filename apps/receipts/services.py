@@ -293,8 +293,8 @@ def _plan_append(
     if supersedes_action_hash:
         target = _supersede_target(org, receipt, trust_level, supersedes_action_hash)
     content = receipt.content
-    session_id = content.get("session_id")
-    session_seq = content.get("seq")
+    session_id = receipt.session_id
+    session_seq = receipt.seq
     if session_id and session_seq is not None:
         _check_session_continuity(receipt, related, target)
     month_count = _count_against_quota(context, head)
@@ -315,7 +315,7 @@ def _plan_append(
         "action_hash": action_hash,
         "receipt": receipt.stored_text,
         "receipt_digest": digest,
-        "kind": content.get("kind", "action"),
+        "kind": receipt.kind,
         "trust_level": trust_level,
         "claimed_trust_level": claimed,
         "supersedes_action_hash": supersedes_action_hash or "",

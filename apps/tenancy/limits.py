@@ -118,23 +118,26 @@ def _gcra_on_redis(client: Any, redis_key: str, *args: int) -> list[Any]:
     callbacks) cost each request about as much CPU again as the round trip. A connection
     found broken is dropped and the command sent once more on a fresh one, as redis-py's
     own retry does."""
-    pool = client.connection_pool
-    for attempt in (1, 2):
-        connection = pool.get_connection()
+    try:
+        return _gcra_once(client.connection_pool, redis_key, *args)
+    except (RedisConnectionError, RedisTimeoutError):
+        return _gcra_once(client.connection_pool, redis_key, *args)
+
+
+def _gcra_once(pool: Any, redis_key: str, *args: int) -> list[Any]:
+    connection = pool.get_connection()
+    try:
         try:
-            try:
-                connection.send_command("EVALSHA", _GCRA_SHA, 1, redis_key, *args)
-                return list(connection.read_response())
-            except NoScriptError:
-                connection.send_command("EVAL", _GCRA_LUA, 1, redis_key, *args)
-                return list(connection.read_response())
-        except (RedisConnectionError, RedisTimeoutError):
-            connection.disconnect()
-            if attempt == 2:
-                raise
-        finally:
-            pool.release(connection)
-    raise AssertionError("unreachable")
+            connection.send_command("EVALSHA", _GCRA_SHA, 1, redis_key, *args)
+            return list(connection.read_response())
+        except NoScriptError:
+            connection.send_command("EVAL", _GCRA_LUA, 1, redis_key, *args)
+            return list(connection.read_response())
+    except (RedisConnectionError, RedisTimeoutError):
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
 
 
 def take(key: str, *, per_minute: int, burst: int, clock: Clock = time.time) -> Decision:
