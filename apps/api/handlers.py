@@ -9,10 +9,9 @@ exceptions stay 500, as in both profiles.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
-
-from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed

@@ -114,6 +114,8 @@ def test_the_promised_flows_have_their_calls() -> None:
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "open_approval"
     ]
     assert any(keyword.arg == "threshold" for node in opens for keyword in node.keywords)
-    assert "/proof" in python and '"transparency"' in python
+    assert "/proof" in python
+    assert '"transparency"' in python
     (verify,) = [code for code in SHELL if "verify_transparency" in code]
-    assert "--required 0" in verify and "--origin localhost/v1/log" in verify
+    assert "--required 0" in verify
+    assert "--origin localhost/v1/log" in verify
