@@ -73,10 +73,13 @@ class Command(BaseCommand):
         if options["bind"]:
             check_port_free(options["bind"])
         if options["migrate"]:
-            # The project's migrate (apps.common): as MIGRATION_DATABASE_URL's role when set.
+            # The project's migrate (apps.common): as MIGRATION_DATABASE_URL's role when set,
+            # with the database checks `manage.py migrate` runs (the application role, the
+            # log's origin).
             call_command(
                 "migrate",
                 interactive=False,
+                skip_checks=False,
                 verbosity=options["verbosity"],
                 stdout=self.stdout,
                 stderr=self.stderr,
