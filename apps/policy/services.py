@@ -15,9 +15,23 @@ from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
 from apps.tenancy.models import AuditKind, Org
 
 
+def policy_text_normalize(toml: str) -> str:
+    """The text a policy is validated, hashed, stored and served as: every line ending LF.
+
+    Every way a policy enters (the console's form, ``POST /v1/policy``, ``deploy_policy``,
+    the previews, ``check_policy``) passes through here, so one text has one hash whatever
+    sent it: a browser's form sends its lines CRLF-terminated, a file from Windows may have
+    them, and the same policy deployed from the console and from the file must stay one
+    version. A lone CR (an old Mac line end) is a line end too. Nothing else is touched: a
+    byte-order mark, blanks and trailing blank lines still change the hash (policy.md §7).
+    """
+    return toml.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def policy_validate(*, toml: str) -> Policy:
-    """Parse and floor-check ``toml`` exactly as sent; raise the deploy refusal on failure."""
-    loaded = load_policy(toml)
+    """Parse and floor-check ``toml`` (line endings normalised, as it would be deployed);
+    raise the deploy refusal on failure."""
+    loaded = load_policy(policy_text_normalize(toml))
     if loaded.result == "parse_error":
         raise PolicyParseRejected(f"policy does not parse: {loaded.detail}")
     if loaded.result == "floor_bypass":
@@ -33,7 +47,8 @@ def policy_deploy(
     expected_policy_hash: str | None = None,
     actor: Actor = OPERATOR,
 ) -> PolicyVersion:
-    """Validate, then activate ``toml`` for ``org``; return the (possibly existing) version.
+    """Validate, then activate ``toml`` (line endings normalised: ``policy_text_normalize``)
+    for ``org``; return the (possibly existing) version.
 
     Validation happens before any write. The org's ``PolicyHead`` row is locked for the
     pin comparison and the switch, so of concurrent deploys expecting the same hash exactly
@@ -42,6 +57,7 @@ def policy_deploy(
     re-activates its version under its old id and records the deployment (its channel is
     how the actor acts: console, API or command) and the org's audit event.
     """
+    toml = policy_text_normalize(toml)
     policy = policy_validate(toml=toml)
     new_hash = policy_hash(toml)
     with transaction.atomic():

@@ -81,6 +81,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # DEBUG only (it removes itself otherwise): a 404 is the page or error body production
+    # answers, not Django's technical page listing every URL pattern.
+    "apps.api.handlers.DebugNotFoundMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "apps.tenancy.middleware.ConsoleOrgContextMiddleware",

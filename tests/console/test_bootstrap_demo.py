@@ -145,6 +145,43 @@ def test_a_busy_port_is_refused_before_anything_is_printed(tmp_path):
     assert not Org.objects.filter(slug="demo").exists()
 
 
+def test_a_port_whose_stopped_server_left_a_client_connection_open_is_free(tmp_path):
+    """`make run` stopped while a browser tab keeps its connection: the server's side of
+    that connection stays on the port (FIN_WAIT_2) after the listener is gone. The server
+    would bind it again (it sets SO_REUSEADDR), so the probe must not refuse it."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the dev server does
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    with socket.create_connection(("127.0.0.1", port)) as browser:
+        served, _ = server.accept()
+        server.close()  # Ctrl-C: the listener goes, the process closes its connection...
+        served.close()  # ...which waits in FIN_WAIT_2 for the browser, who keeps it open
+        assert browser.recv(1) == b""  # the browser has seen the server's FIN
+
+        lines = bootstrap(tmp_path, "--bind", f"127.0.0.1:{port}")
+
+    assert f"console:        http://127.0.0.1:{port}/admin/" in lines
+    assert Org.objects.filter(slug="demo").exists()
+
+
+def test_a_port_with_a_live_listener_is_refused_before_migrating(tmp_path):
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # even a reusing listener
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = StringIO()
+        with pytest.raises(CommandError, match=f"127.0.0.1:{port} is not available"):
+            call_command(
+                "bootstrap_demo", "--state-dir", str(tmp_path), "--bind", f"127.0.0.1:{port}",
+                "--migrate", stdout=out,
+            )  # fmt: skip
+    assert out.getvalue() == ""  # migrate prints its plan first: it never ran
+    assert not Org.objects.filter(slug="demo").exists()
+
+
 def test_a_non_demo_org_is_never_touched(tmp_path):
     mine = org_create(slug="demo", name="Mine")
     with pytest.raises(CommandError, match="not the demo org"):

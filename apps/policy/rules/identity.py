@@ -1,9 +1,11 @@
 """Policy hash and id (policy.md §7, server.md §7).
 
 The hash is the BLAKE3 of the TOML's UTF-8 bytes exactly as deployed, the value the SDK
-stamps on what it suspends under that policy. Nothing is normalised: CRLF, a byte-order mark
-or a trailing blank all change it. The id is derived from the hash, so re-deploying the same
-text is idempotent and always yields the same id.
+stamps on what it suspends under that policy. A deploy stores the text with its line endings
+normalised to LF (``apps.policy.services.policy_text_normalize``), so the hash is that of
+the served text; nothing else is normalised: a byte-order mark or a trailing blank change
+it. The id is derived from the hash, so re-deploying the same text is idempotent and always
+yields the same id.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.common.commands import run_service
@@ -15,7 +16,14 @@ from apps.console.demo import demo_bootstrap
 
 
 def check_port_free(bind: str) -> None:
-    """Refuse before anything is written or printed when ``bind`` (host:port) is taken."""
+    """Refuse before anything is written or printed when ``bind`` (host:port) is taken.
+
+    Taken means what would make the development server's own bind fail: a live listener.
+    The probe sets ``SO_REUSEADDR`` as that server does (socketserver's
+    ``allow_reuse_address``), so the connections a stopped server leaves behind (a browser
+    tab's kept-alive connection holds its socket in ``FIN_WAIT_2``, then ``TIME_WAIT``) do
+    not make a free port look taken, while a listener still refuses it.
+    """
     host, _, port_text = bind.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     try:
@@ -24,6 +32,7 @@ def check_port_free(bind: str) -> None:
         raise CommandError(f"HOST={bind!r}: expected host:port, e.g. 127.0.0.1:8000") from None
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as error:
@@ -50,6 +59,11 @@ class Command(BaseCommand):
             help="host:port the server will listen on: checked free first, and used for the "
             "printed URLs (default 127.0.0.1:8000, not checked)",
         )
+        parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="apply the migrations first, after the --bind check (what `make run` does)",
+        )
         parser.add_argument("--console-url", default=None, help="default: from --bind")
         parser.add_argument(
             "--state-dir", default=None, help="where the demo's secrets are kept (LOCAL_DATA_DIR)"
@@ -58,6 +72,18 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bind"]:
             check_port_free(options["bind"])
+        if options["migrate"]:
+            # The project's migrate (apps.common): as MIGRATION_DATABASE_URL's role when set,
+            # with the database checks `manage.py migrate` runs (the application role, the
+            # log's origin).
+            call_command(
+                "migrate",
+                interactive=False,
+                skip_checks=False,
+                verbosity=options["verbosity"],
+                stdout=self.stdout,
+                stderr=self.stderr,
+            )
         console_url = (
             options["console_url"] or f"http://{options['bind'] or '127.0.0.1:8000'}/admin/"
         )

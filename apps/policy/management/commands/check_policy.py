@@ -5,10 +5,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.common.commands import json_line
 from apps.policy.rules import load_policy
+from apps.policy.services import policy_text_normalize
 
 
 def read_policy_file(path: str) -> str:
-    """The file's text exactly as stored (no newline translation: the hash covers bytes)."""
+    """The file's text as stored (its line endings are normalised where it is validated and
+    deployed: ``policy_text_normalize``)."""
     try:
         raw = Path(path).read_bytes()
     except OSError as error:
@@ -29,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("file", help="path to the policy TOML")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        loaded = load_policy(read_policy_file(options["file"]))
+        loaded = load_policy(policy_text_normalize(read_policy_file(options["file"])))
         self.stdout.write(json_line({"result": loaded.result, "detail": loaded.detail}))
         if not loaded.ok:
             raise SystemExit(1)
