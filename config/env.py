@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Any, overload
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
@@ -130,17 +131,41 @@ def redacted_url(url: str) -> str:
         return url
 
 
+def _postgres_hosts(netloc: str, shown: str) -> tuple[str, str]:
+    """libpq's ``HOST`` and ``PORT`` from a URL's host list: ``h1:p1,h2:p2`` (IPv6 hosts in
+    brackets) gives ``("h1,h2", "p1,p2")``. A host without a port takes the default port
+    (an empty item in libpq's port list)."""
+    hostlist = netloc.rpartition("@")[2]
+    hosts: list[str] = []
+    ports: list[str] = []
+    for item in hostlist.split(","):
+        match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*)(?::(\d*))?", item)
+        if match is None:
+            raise ImproperlyConfigured(f"DATABASE_URL {shown!r} has an invalid host {item!r}.")
+        host, port = match.group(1).strip("[]"), match.group(2) or ""
+        if port and not 0 < int(port) < 65536:
+            raise ImproperlyConfigured(f"DATABASE_URL {shown!r}: port {port} is out of range.")
+        hosts.append(unquote(host))
+        ports.append(port)
+    if len(hosts) > 1 and not all(hosts):
+        raise ImproperlyConfigured(f"DATABASE_URL {shown!r} has an empty host in its host list.")
+    return ",".join(hosts), ",".join(ports) if any(ports) else ""
+
+
 def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     """Turn ``DATABASE_URL`` into a Django ``DATABASES`` entry.
 
     Accepted: ``postgres://`` / ``postgresql://`` (user, password, host, port, name and
-    ``?options`` such as ``sslmode``), ``sqlite:///relative/path`` (relative to the project
-    root) and ``sqlite:////absolute/path``.
+    ``?options`` such as ``sslmode``), with libpq's multi-host form for a replicated
+    cluster (``postgres://u@db1:5432,db2:5432/name?target_session_attrs=read-write``: libpq
+    tries the hosts in order and keeps the one that accepts writes);
+    ``sqlite:///relative/path`` (relative to the project root) and ``sqlite:////absolute/path``.
     """
     shown = redacted_url(url)
     try:
         parts = urlsplit(url)
-        port = parts.port
+        multi_host = "," in parts.netloc.rpartition("@")[2]
+        port = None if multi_host else parts.port
     except ValueError as error:
         raise ImproperlyConfigured(f"DATABASE_URL {shown!r} is not a valid URL: {error}.") from None
     if parts.scheme in ("postgres", "postgresql"):
@@ -148,13 +173,18 @@ def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
         if not name:
             raise ImproperlyConfigured(f"DATABASE_URL {shown!r} names no database.")
         options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        host, ports = (
+            _postgres_hosts(parts.netloc, shown)
+            if multi_host
+            else (parts.hostname or "", str(port or ""))
+        )
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": name,
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(port or ""),
+            "HOST": host,
+            "PORT": ports,
             "OPTIONS": options,
         }
     if parts.scheme == "sqlite":

@@ -62,3 +62,31 @@ def test_integers_and_choices_are_parsed_strictly(monkeypatch):
     monkeypatch.setenv("PROFILE", "both")
     with pytest.raises(ImproperlyConfigured):
         env_choice("PROFILE", "keyscoped", ("keyscoped", "teampath"))
+
+
+def test_it_parses_libpq_multi_host_urls_for_a_replicated_cluster():
+    parsed = parse_database_url(
+        "postgres://app:s3cret@db1:5432,db2:5433,[::1]:5434/mirror?target_session_attrs=read-write",
+        base_dir=BASE,
+    )
+    assert parsed["HOST"] == "db1,db2,::1"
+    assert parsed["PORT"] == "5432,5433,5434"
+    assert parsed["USER"] == "app"
+    assert parsed["PASSWORD"] == "s3cret"
+    assert parsed["NAME"] == "mirror"
+    assert parsed["OPTIONS"] == {"target_session_attrs": "read-write"}
+
+
+def test_a_host_without_a_port_in_a_host_list_takes_the_default_port():
+    parsed = parse_database_url("postgres://u@db1,db2:6000/x", base_dir=BASE)
+    assert (parsed["HOST"], parsed["PORT"]) == ("db1,db2", ",6000")
+    assert parse_database_url("postgres://u@db1,db2/x", base_dir=BASE)["PORT"] == ""
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgres://u@db1:5432,:5433/x", "postgres://u@db1:99999,db2/x", "postgres://u@db1:x,db2/x"],
+)
+def test_it_refuses_a_host_list_it_cannot_use(url):
+    with pytest.raises(ImproperlyConfigured):
+        parse_database_url(url, base_dir=BASE)

@@ -128,3 +128,38 @@ def test_a_good_configuration_starts(tmp_path):
     url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
     result = wsgi(DJANGO_SECRET_KEY=SECRET, DATABASE_URL=url)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.postgres
+def test_migrate_as_the_application_role_is_one_line_naming_migration_database_url():
+    """The obvious mistake of a first production install: MIGRATION_DATABASE_URL unset, so
+    migrate connects as the application role, which may not create tables in ``public``."""
+    import psycopg
+    from django.db import connection
+
+    owner = settings.MIGRATION_DATABASE
+    app = connection.settings_dict
+    if not app["USER"] or app["USER"] == owner.get("USER"):
+        pytest.skip("the suite connects as the tables' owner: no application role to try")
+    name = f"mirror_migrate_probe_{os.getpid()}"
+    admin = {"user": owner["USER"], "host": owner["HOST"], "port": owner["PORT"] or None}
+    with psycopg.connect(dbname="postgres", autocommit=True, **admin) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        host = f"{app['HOST']}:{app['PORT']}" if app["PORT"] else app["HOST"]
+        result = manage(
+            "migrate", "--noinput", DATABASE_URL=f"postgres://{app['USER']}@{host}/{name}"
+        )
+        assert result.returncode == 2
+        line = one_line(result)
+        assert f"migrate connected as role {app['USER']!r}" in line
+        assert "MIGRATION_DATABASE_URL" in line
+        with psycopg.connect(dbname=name, **admin) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchone()
+        assert tables == (0,), "nothing half-migrated"
+    finally:
+        with psycopg.connect(dbname="postgres", autocommit=True, **admin) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
