@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -50,6 +51,60 @@ def _series(rows: dict[date, int], days: list[date]) -> list[int]:
     return [int(rows.get(day, 0)) for day in days]
 
 
+def day_counts(*, org_id: int, after: int, upto: int) -> list[dict[str, Any]]:
+    """Per day received: the org's entries with ``after < seq <= upto`` (an index range on
+    ``(org, seq)``)."""
+    return list(
+        MirrorEntry.objects.filter(org_id=org_id, seq__gt=after, seq__lte=upto)
+        .annotate(day=TruncDate("received_at"))
+        .values("day")
+        .annotate(
+            receipts=Count("id"),
+            l1=Count("id", filter=Q(trust_level="L1")),
+            supersedes=Count("id", filter=~Q(supersedes_action_hash="")),
+        )
+    )
+
+
+@dataclass
+class DayCounts:
+    receipts: int = 0
+    l1: int = 0
+    supersedes: int = 0
+
+
+def receipt_days(*, org: Org, upto: int) -> dict[date, DayCounts]:
+    """The org's mirrored receipts per day received, from entry 1 to ``upto`` (its head's
+    size, read before): the rollups folded so far plus the entries past their cursor.
+
+    The cursor and the rollups are read in one statement (one snapshot), so a fold
+    committing meanwhile is either wholly seen or not at all; the head only grows, so the
+    tail ``(cursor, upto]`` is never negative. The cost is the cursor's lag, not the org's
+    size."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.seq, r.day, r.receipts, r.l1, r.supersedes "
+            "FROM analytics_rollupcursor c "
+            "LEFT JOIN analytics_dailyrollup r ON r.org_id = c.org_id "
+            "WHERE c.org_id = %s",
+            [org.pk],
+        )
+        rows = cursor.fetchall()
+    folded = rows[0][0] if rows else 0
+    days: dict[date, DayCounts] = {}
+    for _, day, receipts, l1, supersedes in rows:
+        if day is not None:
+            day = day if isinstance(day, date) else date.fromisoformat(str(day))
+            days[day] = DayCounts(int(receipts), int(l1), int(supersedes))
+    if upto > folded:
+        for row in day_counts(org_id=org.pk, after=folded, upto=upto):
+            counts = days.setdefault(row["day"], DayCounts())
+            counts.receipts += row["receipts"]
+            counts.l1 += row["l1"]
+            counts.supersedes += row["supersedes"]
+    return days
+
+
 def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCounter]:
     now = now or timezone.now()
     days = _days(now.date())
@@ -60,25 +115,12 @@ def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCou
     this_month = month_count if month == now.strftime("%Y-%m") else 0
     cap = org.effective_monthly_receipt_cap
 
-    daily = (
-        MirrorEntry.objects.filter(org=org, received_at__gte=since)
-        .annotate(day=TruncDate("received_at"))
-        .values("day")
-        .annotate(
-            total=Count("id"),
-            l1=Count("id", filter=Q(trust_level="L1")),
-            supersedes=Count("id", filter=~Q(supersedes_action_hash="")),
-        )
-    )
-    by_day = {row["day"]: row for row in daily}
-    receipts_spark = _series({d: r["total"] for d, r in by_day.items()}, days)
-    l1_spark = _series({d: r["l1"] for d, r in by_day.items()}, days)
-    supersede_spark = _series({d: r["supersedes"] for d, r in by_day.items()}, days)
-
-    l1_total = MirrorEntry.objects.filter(org=org, trust_level="L1").count()
-    supersedes_total = (
-        MirrorEntry.objects.filter(org=org).exclude(supersedes_action_hash="").count()
-    )
+    by_day = receipt_days(org=org, upto=size)
+    receipts_spark = _series({d: r.receipts for d, r in by_day.items()}, days)
+    l1_spark = _series({d: r.l1 for d, r in by_day.items()}, days)
+    supersede_spark = _series({d: r.supersedes for d, r in by_day.items()}, days)
+    l1_total = sum(row.l1 for row in by_day.values())
+    supersedes_total = sum(row.supersedes for row in by_day.values())
 
     refusals = list(RefusalCount.objects.filter(org=org).values_list("day", "kind", "count"))
     refusal_total = sum(count for _, _, count in refusals)

@@ -37,6 +37,9 @@ SCHEDULE = (
         lambda: settings.TRANSPARENCY_EPOCH_SECONDS,
     ),
     Periodic("sweep_deliveries", tasks.sweep_deliveries, lambda: settings.DELIVERY_SWEEP_SECONDS),
+    Periodic(
+        "fold_receipt_rollups", tasks.fold_receipt_rollups, lambda: settings.ROLLUP_FOLD_SECONDS
+    ),
     Periodic("prune_task_results", tasks.prune_task_results, lambda: 86_400),
 )
 

@@ -378,6 +378,9 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 # Seconds between the periodic runs the worker's scheduler enqueues (apps.events.periodic).
 APPROVAL_SWEEP_SECONDS = env_int("APPROVAL_SWEEP_SECONDS", 60, minimum=1)
 DELIVERY_SWEEP_SECONDS = env_int("DELIVERY_SWEEP_SECONDS", 60, minimum=1)
+# Seconds between folds of newly mirrored receipts into the dashboard's daily rollups
+# (apps/analytics/models.py); 0 turns the fold off (the counters stay exact, reading more).
+ROLLUP_FOLD_SECONDS = env_int("ROLLUP_FOLD_SECONDS", 10)
 # Finished task rows older than this are deleted by the daily prune (0: kept).
 TASK_RESULT_RETENTION_DAYS = env_int("TASK_RESULT_RETENTION_DAYS", 7)
 
