@@ -1,7 +1,8 @@
 """Headline counters for the dashboard: every number from the org's own rows.
 
-Each counter costs at most one indexed query (the receipt series share one), so the
-dashboard can call this on every load.
+The receipt counters (totals and 30-day series) come from the per-org daily rollups plus
+the entries not folded yet (``receipt_days``), so their cost does not grow with the org's
+mirror; the dashboard can call this on every load.
 """
 
 from __future__ import annotations
