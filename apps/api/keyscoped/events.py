@@ -22,7 +22,7 @@ from apps.api.keyscoped.base import DashboardApi
 from apps.api.serializers import EvidenceWindowInput, NoMembersSerializer, Rfc3339Field
 from apps.audit.evidence import parse_window
 from apps.common.errors import InvalidInput, NotFound
-from apps.common.openapi import keyscoped_errors, ok, path_parameter, ref
+from apps.common.openapi import keyscoped_error, keyscoped_errors, ok, path_parameter, ref
 from apps.events.destinations import url_shown
 from apps.events.exports import (
     evidence_export_job,
@@ -442,8 +442,20 @@ class EvidenceExportRequestApi(DashboardApi):
         summary="Build the evidence tar in the background; answers 202 with the link to poll "
         "(auditor+)",
         tags=["dashboard"],
+        description="An org has at most `EVIDENCE_EXPORTS_PER_ORG` (default 2) exports queued "
+        "or running; one more is refused 409 until one of them is ready or has failed (a "
+        "conflict with the org's state, not a rate: no `Retry-After` could be promised).",
         request=InputSerializer,
-        responses={202: ok(EvidenceExportJobSerializer), **keyscoped_errors(403, 422)},
+        responses={
+            202: ok(EvidenceExportJobSerializer),
+            **keyscoped_errors(
+                403,
+                422,
+                s409=keyscoped_error(
+                    "The org already has `EVIDENCE_EXPORTS_PER_ORG` exports queued or running."
+                ),
+            ),
+        },
     )
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
