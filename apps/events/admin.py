@@ -16,6 +16,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from apps.audit.evidence import EvidenceWindow
+from apps.events.destinations import ENDPOINT_MANAGER, masked_url, url_shown
 from apps.events.exports import evidence_export_request, export_file_response
 from apps.events.models import (
     EMAIL_EVENT_TYPES,
@@ -35,7 +36,14 @@ from apps.events.services import (
     webhook_endpoint_rotate_secret,
     webhook_endpoint_update,
 )
-from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
+from apps.tenancy.admin_access import (
+    OrgFilter,
+    OrgScopedAdmin,
+    can_write,
+    member_roles,
+    role_in,
+    writable_orgs,
+)
 from apps.tenancy.models import Role
 
 
@@ -60,22 +68,44 @@ class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
     search_fields = ["endpoint_id", "url", "description"]
     actions = ["rotate_secret", "enable_selected", "disable_selected"]
 
+    # An endpoint's URL is often its credential: whole only to those who may manage it
+    # (``url_shown``), masked in every other reader's list, detail page and search.
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        @admin.display(description="URL")
+        def url(obj: WebhookEndpoint) -> str:
+            return url_shown(obj.url, role=role_in(request, obj.org_id))
+
+        return [url if name == "url" else name for name in self.list_display]
+
+    def get_search_fields(self, request: HttpRequest) -> list[str]:
+        # Searching URLs would let a reader find a secret by its letters: only for those who
+        # may manage every endpoint they see.
+        manages_all = request.user.is_superuser or all(
+            role.at_least(ENDPOINT_MANAGER) for role in member_roles(request).values()
+        )
+        return [name for name in self.search_fields if manages_all or name != "url"]
+
     def get_fields(
         self, request: HttpRequest, obj: WebhookEndpoint | None = None
     ) -> tuple[str, ...]:
         if obj is None:
             return ("org", "url", "description", "event_types", "format", "enabled")
-        return ("org", "endpoint_id", "url", "description", "event_types", "format", "enabled",
+        url = "url" if can_write(request, obj.org_id, ENDPOINT_MANAGER) else "masked_url"
+        return ("org", "endpoint_id", url, "description", "event_types", "format", "enabled",
                 "disabled_reason", "consecutive_failures", "rotation", "delivery_log",
                 "created_at")  # fmt: skip
+
+    @admin.display(description="URL")
+    def masked_url(self, obj: WebhookEndpoint) -> str:
+        return masked_url(obj.url)
 
     def get_readonly_fields(
         self, request: HttpRequest, obj: WebhookEndpoint | None = None
     ) -> tuple[str, ...]:
         if obj is None:
             return ()
-        return ("org", "endpoint_id", "disabled_reason", "consecutive_failures", "rotation",
-                "delivery_log", "created_at")  # fmt: skip
+        return ("org", "endpoint_id", "masked_url", "disabled_reason", "consecutive_failures",
+                "rotation", "delivery_log", "created_at")  # fmt: skip
 
     def has_delete_permission(
         self, request: HttpRequest, obj: WebhookEndpoint | None = None

@@ -25,6 +25,10 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from apps.common.errors import InvalidInput
+from apps.tenancy.models import Role
+
+# Who may manage (add, change, remove) webhook endpoints, and so see their URLs whole.
+ENDPOINT_MANAGER = Role.MANAGER
 
 
 class DestinationRefused(InvalidInput):
@@ -176,3 +180,34 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> PostResult:
         return PostResult(None, elapsed(), f"{type(e).__name__}: {e}"[:300], b"")
     finally:
         connection.close()
+
+
+MASK = "…"
+
+
+def masked_url(url: str) -> str:
+    """``url`` as shown to a reader who may not manage the endpoint: scheme, host and port
+    only. A webhook URL often is its own credential (a Slack incoming-webhook path, a
+    ``?token=``), so the path, query, fragment and any user information are replaced by one
+    ``…``; a URL that does not parse is all ``…``."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return MASK
+    if not parts.scheme or not host:
+        return MASK
+    if ":" in host:
+        host = f"[{host}]"
+    shown = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+    hidden = parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc
+    return f"{shown}/{MASK}" if hidden else f"{shown}/"
+
+
+def url_shown(url: str, *, role: Role | None) -> str:
+    """The one rule for showing an endpoint's URL, in the console and the API: whole to a
+    role that may manage endpoints (:data:`ENDPOINT_MANAGER` or above), masked to any other
+    reader (:func:`masked_url`)."""
+    if role is not None and role.at_least(ENDPOINT_MANAGER):
+        return url
+    return masked_url(url)

@@ -1,34 +1,71 @@
 """Evidence exports in the background: the request records a job and answers 202 with its
 link; a worker builds the tar (apps.audit.evidence, constant memory) and streams it into
-the default storage; the link answers the job's state, and the file once it is ready."""
+the default storage; the link answers the job's state, and the file once it is ready.
+
+An org has at most ``EVIDENCE_EXPORTS_PER_ORG`` exports queued or running (each one reads
+the org's whole window and writes a file). On a local disk the files are written 0600 in
+folders 0700, whatever the process umask: they are the org's evidence, for the service's
+user only."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import tempfile
+from http import HTTPStatus
+from pathlib import PurePosixPath
+from typing import IO
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files import File
-from django.core.files.storage import default_storage
+from django.core.files.storage import FileSystemStorage, default_storage
 from django.db import transaction
 from django.http import FileResponse
 from django.utils import timezone
 
 from apps.audit.evidence import EvidenceWindow, evidence_export
-from apps.common.errors import NotFound
+from apps.common.errors import DomainError, NotFound
 from apps.events import tasks
 from apps.events.models import EvidenceExportJob, ExportStatus
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Org
 
 EXPORT_ID_PREFIX = "exp_"
+EXPORTS_FOLDER = "evidence-exports"
+FILE_MODE = 0o600
+FOLDER_MODE = 0o700
+IN_PROGRESS = (ExportStatus.PENDING, ExportStatus.RUNNING)
+
+
+class ExportsBusy(DomainError):
+    """The org has as many exports queued or running as it may (``EVIDENCE_EXPORTS_PER_ORG``).
+
+    409, not 429: the request conflicts with the org's state, not with a rate; a place
+    frees when one of those exports is ready or has failed, at no time the service could
+    promise in the ``Retry-After`` that every 429 of the profile carries."""
+
+    status = HTTPStatus.CONFLICT
+    code = "conflict"
 
 
 def evidence_export_request(
     *, org: Org, window: EvidenceWindow, requested_by: User | None = None
 ) -> EvidenceExportJob:
     with transaction.atomic():
+        # The org's row, locked: one org's requests are serialized, so the count below and
+        # the job written after it are one step and two simultaneous requests cannot both
+        # pass the limit.
+        Org.objects.select_for_update().filter(pk=org.pk).values_list("pk", flat=True).first()
+        limit = settings.EVIDENCE_EXPORTS_PER_ORG
+        busy = EvidenceExportJob.objects.filter(org=org, status__in=IN_PROGRESS).count()
+        if busy >= limit:
+            exports = "export" if busy == 1 else "exports"
+            raise ExportsBusy(
+                f"{org} has {busy} evidence {exports} queued or running, the most it may "
+                f"have at once ({limit}); request again once one is ready or has failed"
+            )
         job = EvidenceExportJob.objects.create(
             org=org,
             export_id=EXPORT_ID_PREFIX + secrets.token_urlsafe(18),
@@ -72,9 +109,7 @@ def evidence_export_build(*, job_pk: int) -> str:
                 digest.update(chunk)
                 size += len(chunk)
             spool.seek(0)
-            name = default_storage.save(
-                f"evidence-exports/{job.org.slug}/{job.export_id}.tar", File(spool)
-            )
+            name = _store(f"{EXPORTS_FOLDER}/{job.org.slug}/{job.export_id}.tar", spool)
     except Exception as e:
         EvidenceExportJob.objects.filter(pk=job_pk).update(
             status=ExportStatus.FAILED,
@@ -87,6 +122,23 @@ def evidence_export_build(*, job_pk: int) -> str:
         finished_at=timezone.now(),
     )  # fmt: skip
     return name
+
+
+def _store(name: str, spool: IO[bytes]) -> str:
+    """Save the built tar under ``name`` in the default storage. On a local disk its folders
+    are made (or closed, if an earlier version left them open) 0700 before the file is
+    written, and the file is set 0600: by explicit modes, not the process umask."""
+    local = isinstance(default_storage, FileSystemStorage)
+    if local:
+        folder = PurePosixPath(name).parent
+        for depth in range(1, len(folder.parts) + 1):
+            path = default_storage.path(str(PurePosixPath(*folder.parts[:depth])))
+            os.makedirs(path, mode=FOLDER_MODE, exist_ok=True)
+            os.chmod(path, FOLDER_MODE)
+    stored = default_storage.save(name, File(spool))
+    if local:
+        os.chmod(default_storage.path(stored), FILE_MODE)
+    return stored
 
 
 def export_file_response(job: EvidenceExportJob) -> FileResponse:

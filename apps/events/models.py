@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from apps.events.destinations import masked_url
 from apps.tenancy.models import Org
 
 
@@ -67,7 +68,9 @@ class WebhookEndpoint(models.Model):
         ordering = ["org_id", "created_at"]
 
     def __str__(self) -> str:
-        return f"{self.endpoint_id} {self.url}"
+        # Shown to every reader (titles, the delivery log, the admin log): never the
+        # credential a URL may carry.
+        return f"{self.endpoint_id} {masked_url(self.url)}"
 
 
 class Event(models.Model):
@@ -128,7 +131,7 @@ class Delivery(models.Model):
         verbose_name_plural = "deliveries"
 
     def __str__(self) -> str:
-        return f"{self.event.type} to {self.endpoint.url}: {self.status}"
+        return f"{self.event.type} to {self.endpoint}: {self.status}"
 
 
 class EmailSubscription(models.Model):

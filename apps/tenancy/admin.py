@@ -155,7 +155,10 @@ class MembershipForm(forms.ModelForm[Membership]):
     username = forms.CharField(
         max_length=150,
         validators=[UnicodeUsernameValidator()],
-        help_text="Created if it does not exist yet.",
+        help_text=(
+            "A new account is created. An existing account joins by invitation "
+            "(for now, a superuser adds it)."
+        ),
     )
 
     class Meta:

@@ -14,8 +14,12 @@ the user, the new pair included (OAuth 2.0 security BCP, refresh token rotation)
 A session ends by raising the user's :class:`SessionTokenVersion`: every token issued
 before (access and refresh) is refused from then on, whatever its lifetime left. That
 happens on a password change and a deactivation (from any path: the console, a command,
-``set_password``: see :func:`connect_signals`), on a membership removal
-(``membership_remove``) and on reuse of a refresh token.
+``set_password``: see :func:`connect_signals`) and on reuse of a refresh token.
+
+A membership removal (``membership_remove``) ends only what that org granted: it raises the
+user's :class:`OrgSessionTokenVersion` for that org, so the tokens for that org are refused
+and the user's tokens for other orgs live on (an org's managers act on their own org, never
+on the user's standing elsewhere).
 """
 
 from __future__ import annotations
@@ -40,7 +44,12 @@ from rest_framework_simplejwt.utils import datetime_from_epoch
 
 from apps.common.errors import DomainError
 from apps.tenancy.audit_trail import Actor, org_audit_record
-from apps.tenancy.models import AuditKind, Membership, SessionTokenVersion
+from apps.tenancy.models import (
+    AuditKind,
+    Membership,
+    OrgSessionTokenVersion,
+    SessionTokenVersion,
+)
 from apps.tenancy.org_context import activate_orgs
 from apps.tenancy.selectors import member_org_id
 
@@ -49,6 +58,9 @@ logger = logging.getLogger(__name__)
 ORG_CLAIM = "org"
 ROLE_CLAIM = "role"
 VERSION_CLAIM = "ver"
+# The user's session version for the token's org; a token issued before it existed has none,
+# read as 0 (no removal from that org since).
+ORG_VERSION_CLAIM = "orgver"
 
 
 class ConsoleTokenRefused(DomainError):
@@ -73,11 +85,12 @@ class _SpendableRefreshToken(RefreshToken):
         return None
 
 
-def _pair_for(membership: Membership, version: int) -> ConsoleTokens:
+def _pair_for(membership: Membership) -> ConsoleTokens:
     refresh = RefreshToken.for_user(membership.user)  # recorded as outstanding
     refresh[ORG_CLAIM] = membership.org.slug
     refresh[ROLE_CLAIM] = membership.role
-    refresh[VERSION_CLAIM] = version
+    refresh[VERSION_CLAIM] = _session_version(membership)
+    refresh[ORG_VERSION_CLAIM] = _org_session_version(membership)
     access = refresh.access_token
     return ConsoleTokens(
         access=str(access),
@@ -91,17 +104,28 @@ def _session_version(membership: Membership) -> int:
     return int(membership.session_version)  # type: ignore[attr-defined]  # annotated below
 
 
+def _org_session_version(membership: Membership) -> int:
+    return int(membership.org_session_version)  # type: ignore[attr-defined]  # annotated below
+
+
 def _membership(*, user_id: object, org_slug: object) -> Membership | None:
     """The active membership, resolved before any org context exists (row-level security),
-    then read inside its org's context, with the user's session version (same query)."""
+    then read inside its org's context, with the user's session versions, overall and for
+    the org (same query)."""
     org_id = member_org_id(user_id=user_id, org_slug=org_slug)
     if org_id is None:
         return None
     activate_orgs([org_id])
     versions = SessionTokenVersion.objects.filter(user_id=OuterRef("user_id")).values("version")
+    org_versions = OrgSessionTokenVersion.objects.filter(
+        user_id=OuterRef("user_id"), org_id=OuterRef("org_id")
+    ).values("version")
     return (
         Membership.objects.select_related("user", "org")
-        .annotate(session_version=Coalesce(Subquery(versions[:1]), Value(0)))
+        .annotate(
+            session_version=Coalesce(Subquery(versions[:1]), Value(0)),
+            org_session_version=Coalesce(Subquery(org_versions[:1]), Value(0)),
+        )
         .filter(user_id=int(str(user_id)), org_id=org_id, user__is_active=True)
         .first()
     )
@@ -109,11 +133,14 @@ def _membership(*, user_id: object, org_slug: object) -> Membership | None:
 
 def console_session_membership(*, token: Token) -> Membership | None:
     """The membership a validated session token stands for, or None: the user is active,
-    still a member of the token's org, and the token is of the user's current session."""
+    still a member of the token's org, and the token is of the user's current session, overall
+    and in that org."""
     membership = _membership(
         user_id=token.get(api_settings.USER_ID_CLAIM), org_slug=token.get(ORG_CLAIM)
     )
     if membership is None or token.get(VERSION_CLAIM) != _session_version(membership):
+        return None
+    if token.get(ORG_VERSION_CLAIM, 0) != _org_session_version(membership):
         return None
     return membership
 
@@ -127,7 +154,7 @@ def console_tokens_issue(
     if membership is None:
         raise ConsoleTokenRefused(f"{user.get_username()} is not a member of {org_slug}")
     with transaction.atomic():
-        tokens = _pair_for(membership, _session_version(membership))
+        tokens = _pair_for(membership)
         org_audit_record(
             org=membership.org_id, kind=AuditKind.CONSOLE_TOKEN_ISSUED,
             actor=Actor(via=via, user=user, name=user.get_username()),
@@ -164,7 +191,7 @@ def console_tokens_refresh(*, refresh: str) -> ConsoleTokens:
         raise ConsoleTokenRefused("the session behind this token has ended")
     with transaction.atomic():
         if _spend(token):
-            return _pair_for(membership, _session_version(membership))
+            return _pair_for(membership)
     console_sessions_end(user_id=membership.user_id)
     logger.warning(
         "a spent console refresh token was presented again (user %s, org %s): every "
@@ -183,6 +210,16 @@ def console_sessions_end(*, user_id: int) -> int:
         SessionTokenVersion.objects.get_or_create(user_id=user_id)
         SessionTokenVersion.objects.filter(user_id=user_id).update(version=F("version") + 1)
         return SessionTokenVersion.objects.get(user_id=user_id).version
+
+
+def console_org_sessions_end(*, user_id: int, org_id: int) -> int:
+    """End the user's session tokens for one org (access and refresh), and only those: the
+    org's new version for the user."""
+    with transaction.atomic():
+        OrgSessionTokenVersion.objects.get_or_create(user_id=user_id, org_id=org_id)
+        versions = OrgSessionTokenVersion.objects.filter(user_id=user_id, org_id=org_id)
+        versions.update(version=F("version") + 1)
+        return versions.get().version
 
 
 # --- a password change or a deactivation ends the user's sessions, whatever the path -----

@@ -3,7 +3,9 @@ sign-ins, per username (django-ratelimit's fixed-window counters on the shared c
 
 One per-address budget covers every door: console sign-ins (the admin's login), API keys
 (``x-api-key`` or ``Authorization: Bearer``, either profile), session tokens and refresh
-tokens. Only failures count; a client that has used up a budget is answered 429 with
+tokens. Only the console sign-in names a username (the API and the token routes present a
+key or a token, never a username), so only it has the per-username budget. Only failures
+count; a client that has used up a budget is answered 429 with
 ``Retry-After`` (the seconds left in the window) before its credential is looked at, so a
 guesser costs no password hashing and no database round trip. The failure that reaches a
 limit logs one WARNING line naming the address or username.
@@ -94,8 +96,15 @@ def client_address(request: HttpRequest | Any) -> str:
 
 
 def _normalized_username(username: object) -> str:
-    # As Django's login form cleans it (NFKC), so the check and the count name one bucket.
-    return unicodedata.normalize("NFKC", str(username))
+    """The username as the console's sign-in form authenticates it, so the check (on the raw
+    POSTed name) and the count (on the name the form authenticated) name one bucket, and
+    ``"alice "``, ``" alice"`` or ``"alice\\t"`` get no budget of their own: stripped of
+    surrounding whitespace (the form field's ``strip``), normalized as the user model does
+    (``normalize_username``) and as the form field does (NFKC), stripped again since NFKC
+    may turn an edge character into a space. Case is kept: authentication looks the name up exactly
+    (``ModelBackend``), so ``Alice`` is another account, with its own budget."""
+    name = get_user_model().normalize_username(str(username).strip())
+    return unicodedata.normalize("NFKC", str(name)).strip()
 
 
 @dataclass(frozen=True)

@@ -221,3 +221,26 @@ class SessionTokenVersion(models.Model):
 
     def __str__(self) -> str:
         return f"session tokens of user {self.user_id}: version {self.version}"
+
+
+class OrgSessionTokenVersion(models.Model):
+    """The generation of a console user's session tokens for one org.
+
+    A removal from an org ends only what that org granted: its version rises, and the tokens
+    for that org (each carries the version current when it was issued) are refused, while
+    the user's tokens for other orgs live on. Kept after the removal, so joining again never
+    revives the tokens it ended. No row: version 0.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    version = models.PositiveIntegerField(default=0)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "user"], name="org_session_version_one")
+        ]
+
+    def __str__(self) -> str:
+        return f"session tokens of user {self.user_id} in org {self.org_id}: {self.version}"

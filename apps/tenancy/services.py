@@ -26,7 +26,7 @@ from apps.common import outbound
 from apps.common.errors import DomainError, Forbidden, InvalidInput, NotFound
 from apps.tenancy import key_cache
 from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
-from apps.tenancy.console_tokens import console_sessions_end
+from apps.tenancy.console_tokens import console_org_sessions_end
 from apps.tenancy.models import (
     ApiKey,
     AuditKind,
@@ -316,6 +316,19 @@ def _locked_membership(*, org: Org, username: str) -> Membership | None:
     )
 
 
+def _check_existing_account_joins(*, org: Org, username: str, actor: Actor) -> None:
+    """An existing account joins an org with consent: today a superuser's (or an operator's
+    command), later the account's own by accepting an invitation. An org's managers create
+    new accounts only: adding someone else's account would let any org's manager act on a
+    user they do not manage (and end that user's session tokens by removing them again)."""
+    if actor.user is None or getattr(actor.user, "is_superuser", False):
+        return
+    raise Forbidden(
+        f"{username} already has an account: an existing account joins {org} by invitation "
+        "(until invitations exist, a superuser adds it); choose a new username to create one"
+    )
+
+
 def membership_add(
     *,
     org: Org,
@@ -326,9 +339,11 @@ def membership_add(
 ) -> Membership:
     """Give ``username`` the ``role`` in ``org`` (a new membership or a changed role),
     creating the console user if needed; a console user acting is held to
-    :func:`_check_membership_change` (an operator at the command line is not).
+    :func:`_check_membership_change` (an operator at the command line is not), and adds an
+    existing account to an org only as a superuser (:func:`_check_existing_account_joins`).
 
-    Members get staff status so they can sign in to the console (the Django admin).
+    A new account gets staff status so it can sign in to the console (the Django admin); an
+    existing account's staff and superuser flags are never changed by joining an org.
     """
     if role not in Role.values:
         raise InvalidInput(f"unknown role {role!r}; known: {', '.join(Role.values)}")
@@ -338,13 +353,20 @@ def membership_add(
         _check_membership_change(
             org=org, username=username, membership=existing, role=Role(role), actor=actor
         )
-        user, _ = user_model.objects.get_or_create(username=username)
-        if password is not None:
-            user.set_password(password)  # a changed password ends the user's session tokens
-        elif not user.has_usable_password():
-            user.set_unusable_password()
-        user.is_staff = True
-        user.save()
+        user = user_model._default_manager.filter(**{user_model.USERNAME_FIELD: username}).first()
+        if user is None:
+            user = user_model(**{user_model.USERNAME_FIELD: username}, is_staff=True)
+            if password is not None:
+                user.set_password(password)
+            else:
+                user.set_unusable_password()
+            user.save()
+        else:
+            if existing is None:
+                _check_existing_account_joins(org=org, username=username, actor=actor)
+            if password is not None:
+                user.set_password(password)  # a changed password ends the user's session tokens
+                user.save(update_fields=["password"])
         detail = {"username": username, "role": role}
         if existing is None:
             membership = Membership.objects.create(user=user, org=org, role=role)
@@ -367,7 +389,8 @@ def membership_add(
 
 def membership_remove(*, org: Org, username: str, actor: Actor = OPERATOR) -> Membership:
     """Take ``username`` out of ``org`` (same rule as :func:`membership_add`) and end the
-    user's session tokens: a token for another org would otherwise outlive this change."""
+    user's session tokens for ``org``: what this org granted, and nothing else (the user's
+    tokens for other orgs are not this org's to end)."""
     with transaction.atomic():
         membership = _locked_membership(org=org, username=username)
         if membership is None:
@@ -376,7 +399,7 @@ def membership_remove(*, org: Org, username: str, actor: Actor = OPERATOR) -> Me
             org=org, username=username, membership=membership, role=None, actor=actor
         )
         membership.delete()
-        console_sessions_end(user_id=membership.user_id)
+        console_org_sessions_end(user_id=membership.user_id, org_id=org.pk)
         org_audit_record(
             org=org, kind=AuditKind.MEMBERSHIP_REMOVED, actor=actor,
             summary=f"{username} removed (was {membership.role})",

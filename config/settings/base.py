@@ -424,3 +424,6 @@ LOCAL_DATA_DIR = Path(env_str("LOCAL_DATA_DIR", str(BASE_DIR / "local-data")))
 # Files the service writes (background evidence exports): Django's default storage, a
 # directory on local disk unless STORAGES says otherwise.
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(LOCAL_DATA_DIR / "media")))
+# Background evidence exports an org may have queued or running at once; one more is
+# refused (409) until one is ready or has failed. Each reads the org's whole window.
+EVIDENCE_EXPORTS_PER_ORG = env_int("EVIDENCE_EXPORTS_PER_ORG", 2, minimum=1)

@@ -121,3 +121,22 @@ def test_failed_api_keys_count_against_the_same_address(cast, limits):
     for _ in range(PER_ADDRESS):
         client.get("/v1/policy/pull", HTTP_X_API_KEY="hk_000000000000_guess")
     assert sign_in("acme-owner", "pw-owner").status_code == HTTPStatus.TOO_MANY_REQUESTS
+
+
+# What the sign-in form authenticates: the username stripped (as Django's form field does)
+# and NFKC-normalized (as the user model does). Authentication is case-sensitive, so case
+# is a different username, not a variant.
+VARIANTS = ["acme-owner ", " acme-owner", "acme-owner\t", "acme-owner\n", "\u00a0acme-owner",
+            "\r\nacme-owner \t", "\uff41\uff43\uff4d\uff45-owner"]  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=repr)
+def test_whitespace_and_width_variants_of_a_username_share_its_budget(cast, limits, variant):
+    assert sign_in("acme-owner", "wrong", address="203.0.113.1").status_code == HTTPStatus.OK
+    assert sign_in(variant, "wrong", address="203.0.113.2").status_code == HTTPStatus.OK
+    # The account is locked whichever spelling comes next, the variant's included.
+    assert sign_in(variant, "pw-owner", address="203.0.113.3").status_code == 429
+    assert sign_in("acme-owner", "pw-owner", address="203.0.113.4").status_code == 429
+    assert sign_in(VARIANTS[0], "pw-owner", address="203.0.113.5").status_code == 429
+    # Case is not folded (authentication is case-sensitive): another username, its own budget.
+    assert sign_in("ACME-OWNER", "wrong", address="203.0.113.6").status_code == HTTPStatus.OK

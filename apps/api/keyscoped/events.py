@@ -22,7 +22,8 @@ from apps.api.keyscoped.base import DashboardApi
 from apps.api.serializers import EvidenceWindowInput, NoMembersSerializer, Rfc3339Field
 from apps.audit.evidence import parse_window
 from apps.common.errors import InvalidInput, NotFound
-from apps.common.openapi import keyscoped_errors, ok, path_parameter, ref
+from apps.common.openapi import keyscoped_error, keyscoped_errors, ok, path_parameter, ref
+from apps.events.destinations import url_shown
 from apps.events.exports import (
     evidence_export_job,
     evidence_export_request,
@@ -69,7 +70,11 @@ class WebhookEndpointSerializer(serializers.Serializer[Any]):
     """A webhook endpoint as every endpoint route answers it; never its secret."""
 
     id = serializers.CharField(source="endpoint_id", help_text="`ep_…`")
-    url = serializers.URLField()
+    # Not a URLField: a masked URL ends in `…`, which is no URI.
+    url = serializers.CharField(
+        help_text="The URL, whole to managers and owners; to other readers scheme, host and "
+        "port only, the rest `…` (a webhook URL often carries its credential)."
+    )
     description = serializers.CharField()
     event_types = _EventTypesField(allow_empty=True)
     format = serializers.ChoiceField(EndpointFormat.values)
@@ -81,6 +86,13 @@ class WebhookEndpointSerializer(serializers.Serializer[Any]):
 
     class Meta:
         ref_name = "WebhookEndpoint"
+
+    def to_representation(self, instance: WebhookEndpoint) -> dict[str, Any]:
+        # The URL whole only to a role that may manage endpoints (context ``role``), masked
+        # to any other reader: the console's rule, one function.
+        data: dict[str, Any] = super().to_representation(instance)
+        data["url"] = url_shown(instance.url, role=self.context.get("role"))
+        return data
 
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_rotating(self, endpoint: WebhookEndpoint) -> bool:
@@ -194,6 +206,11 @@ class _ReadsFor(DashboardApi):
         return [role_required(role)()]
 
 
+def _reader(request: Request) -> dict[str, Any]:
+    """The serializer context naming the reader's role (which decides how a URL shows)."""
+    return {"role": console_principal(request).role}
+
+
 _ENDPOINT_ID = path_parameter("endpoint_id", "The endpoint's id (`ep_…`).")
 
 
@@ -219,7 +236,10 @@ class WebhookEndpointListApi(_ReadsFor):
     )
     def get(self, request: Request) -> Response:
         org = console_principal(request).org
-        return Response(WebhookEndpointSerializer(webhook_endpoints(org=org), many=True).data)
+        endpoints = webhook_endpoints(org=org)
+        return Response(
+            WebhookEndpointSerializer(endpoints, many=True, context=_reader(request)).data
+        )
 
     @extend_schema(
         operation_id="webhook_endpoint_create",
@@ -235,7 +255,8 @@ class WebhookEndpointListApi(_ReadsFor):
             org=console_principal(request).org, **data.validated_data
         )
         return Response(
-            WebhookEndpointWithSecretSerializer(endpoint).data, status=HTTPStatus.CREATED
+            WebhookEndpointWithSecretSerializer(endpoint, context=_reader(request)).data,
+            status=HTTPStatus.CREATED,
         )
 
 
@@ -259,7 +280,7 @@ class WebhookEndpointDetailApi(_ReadsFor):
     )
     def get(self, request: Request, endpoint_id: str) -> Response:
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
-        return Response(WebhookEndpointSerializer(endpoint).data)
+        return Response(WebhookEndpointSerializer(endpoint, context=_reader(request)).data)
 
     @extend_schema(
         operation_id="webhook_endpoint_update",
@@ -274,7 +295,7 @@ class WebhookEndpointDetailApi(_ReadsFor):
         data.is_valid(raise_exception=True)
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
         endpoint = webhook_endpoint_update(endpoint=endpoint, **data.validated_data)
-        return Response(WebhookEndpointSerializer(endpoint).data)
+        return Response(WebhookEndpointSerializer(endpoint, context=_reader(request)).data)
 
     @extend_schema(
         operation_id="webhook_endpoint_delete",
@@ -288,7 +309,7 @@ class WebhookEndpointDetailApi(_ReadsFor):
     )
     def delete(self, request: Request, endpoint_id: str) -> Response:
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
-        body = WebhookEndpointSerializer(endpoint).data
+        body = WebhookEndpointSerializer(endpoint, context=_reader(request)).data
         webhook_endpoint_delete(endpoint=endpoint)
         return Response(body)
 
@@ -307,7 +328,9 @@ class WebhookEndpointRotateSecretApi(_ReadsFor):
         no_members(request)
         endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
         endpoint = webhook_endpoint_rotate_secret(endpoint=endpoint)
-        return Response(WebhookEndpointWithSecretSerializer(endpoint).data)
+        return Response(
+            WebhookEndpointWithSecretSerializer(endpoint, context=_reader(request)).data
+        )
 
 
 class WebhookDeliveryListApi(_ReadsFor):
@@ -419,8 +442,20 @@ class EvidenceExportRequestApi(DashboardApi):
         summary="Build the evidence tar in the background; answers 202 with the link to poll "
         "(auditor+)",
         tags=["dashboard"],
+        description="An org has at most `EVIDENCE_EXPORTS_PER_ORG` (default 2) exports queued "
+        "or running; one more is refused 409 until one of them is ready or has failed (a "
+        "conflict with the org's state, not a rate: no `Retry-After` could be promised).",
         request=InputSerializer,
-        responses={202: ok(EvidenceExportJobSerializer), **keyscoped_errors(403, 422)},
+        responses={
+            202: ok(EvidenceExportJobSerializer),
+            **keyscoped_errors(
+                403,
+                422,
+                s409=keyscoped_error(
+                    "The org already has `EVIDENCE_EXPORTS_PER_ORG` exports queued or running."
+                ),
+            ),
+        },
     )
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
