@@ -3,10 +3,11 @@
 Outbound requests are the service's only way into other networks, so they are held to:
 
 * public destinations only (unless WEBHOOK_ALLOW_PRIVATE_DESTINATIONS): the host is
-  resolved and *every* address checked (private, loopback, link-local, multicast,
-  reserved, unspecified, and the IPv4 addresses mapped into IPv6 are refused), then the
-  connection goes to the checked address (no second resolution a rebinding DNS could
-  answer differently), with the URL's host for ``Host`` and for TLS (SNI, certificate);
+  resolved and *every* address must be globally reachable (and so must the IPv4 address
+  a 6to4, NAT64, IPv4-mapped or IPv4-compatible address carries), then the connection
+  goes to the checked address (no second resolution a rebinding DNS could answer
+  differently), with the URL's host for ``Host`` and for TLS (SNI, certificate); a refusal
+  never names the addresses the name resolved to;
 * no redirect followed (http.client follows none: a 3xx is a failed attempt);
 * a timeout on connecting and on each read, and at most WEBHOOK_MAX_RESPONSE_BYTES of the
   answer read.
@@ -74,19 +75,67 @@ def _parsed(url: str) -> tuple[str, str, int, str]:
     return parts.scheme, hostname, port, path
 
 
-def is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-        or not ip.is_global
+# Ranges ``ipaddress`` (as of Python 3.11) still counts as global although no webhook
+# receiver can be there (IANA's special-purpose registries: not globally reachable, or
+# deprecated).
+_NOT_GLOBAL = [
+    ipaddress.ip_network(network)
+    for network in (
+        "192.0.0.0/24",  # IETF protocol assignments (RFC 6890)
+        "192.88.99.0/24",  # 6to4 relay anycast, deprecated (RFC 7526)
+        "64:ff9b:1::/48",  # local-use NAT64 (RFC 8215): a private network's
+        "3fff::/20",  # documentation (RFC 9637)
+        "5f00::/16",  # segment routing SIDs (RFC 9602)
+        "fec0::/10",  # site-local, deprecated (RFC 3879)
     )
+]
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix (RFC 6052): global
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated (RFC 4291)
+
+
+def _globally_reachable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    # ``is_global`` leaves out multicast (224.0.1.0/24, ff0e::/16 count as global) and, for
+    # IPv6, the unassigned space ``is_reserved`` names.
+    return (
+        ip.is_global
+        and not ip.is_multicast
+        and not ip.is_reserved
+        and not any(ip in network for network in _NOT_GLOBAL)
+    )
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries, where the network delivers to it: 6to4
+    (2002:XXXX:XXXX::/48), NAT64 (64:ff9b::/96, 64:ff9b:1::/48) and IPv4-compatible."""
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or ip in _NAT64_LOCAL or ip in _IPV4_COMPATIBLE:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def is_public(address: str) -> bool:
+    """Whether webhooks may go to ``address``: globally reachable, and so is the IPv4
+    address it carries, if any."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:  # the connection goes to the IPv4 address itself
+            return _globally_reachable(ip.ipv4_mapped)
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None and not _globally_reachable(embedded):
+            return False
+        if ip in _NAT64:  # ``ipaddress`` counts ::/8 reserved, the NAT64 prefix with it
+            return True
+    return _globally_reachable(ip)
+
+
+def _not_public() -> DestinationRefused:
+    # The addresses the name resolved to are not said: they would map a private network.
+    message = "url: not a public destination"
+    if settings.DEBUG:
+        message += " (WEBHOOK_ALLOW_PRIVATE_DESTINATIONS=true allows it in development)"
+    return DestinationRefused(message)
 
 
 def resolve(url: str) -> Target:
@@ -95,18 +144,13 @@ def resolve(url: str) -> Target:
     scheme, host, port, path = _parsed(url)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as e:
+    except (OSError, UnicodeError) as e:
         raise DestinationRefused(f"url: the host {host!r} does not resolve ({e})") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise DestinationRefused(f"url: the host {host!r} has no address")
-    if not settings.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS:
-        refused = [address for address in addresses if not is_public(address)]
-        if refused:
-            raise DestinationRefused(
-                f"url: {host!r} resolves to a private, loopback or link-local address "
-                f"({', '.join(refused)}); webhooks go to public destinations only"
-            )
+    if not settings.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS and not all(map(is_public, addresses)):
+        raise _not_public()
     return Target(scheme=scheme, host=host, port=port, path=path, address=addresses[0])
 
 
