@@ -2,6 +2,9 @@
 
 Outbound requests are the service's only way into other networks, so they are held to:
 
+* URLs as they go on the wire: a non-ASCII host in IDNA, a non-ASCII path or query
+  percent-encoded as UTF-8 (as browsers do); stored so, and what cannot be encoded is
+  refused when the URL is given;
 * public destinations only (unless WEBHOOK_ALLOW_PRIVATE_DESTINATIONS): the host is
   resolved and *every* address must be globally reachable (and so must the IPv4 address
   a 6to4, NAT64, IPv4-mapped or IPv4-compatible address carries), then the connection
@@ -21,11 +24,14 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
+import idna
 from django.conf import settings
 
 from apps.common.errors import InvalidInput
+
+MAX_URL_LENGTH = 2000  # the stored column's
 
 
 class DestinationRefused(InvalidInput):
@@ -51,6 +57,44 @@ class PostResult:
     @property
     def ok(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
+
+
+# Printable ASCII but the space: what a URL may carry as it is. Everything else in a path,
+# query or fragment is percent-encoded as UTF-8; ``%`` itself is kept, so escapes a URL
+# already has are not escaped twice.
+_URL_SAFE = "".join(chr(code) for code in range(0x21, 0x7F))
+
+
+def encoded_url(url: str) -> str:
+    """``url`` as it goes on the wire, and is stored: a non-ASCII host in IDNA (IDNA 2008
+    with the UTS #46 mapping, as browsers do), the path, query and fragment percent-encoded
+    where they are not printable ASCII. A URL that is already so comes back unchanged;
+    DestinationRefused for what cannot be encoded."""
+    if all(char in _URL_SAFE for char in url):
+        return url
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise DestinationRefused("url: not a valid URL") from None
+    netloc = parts.netloc
+    if "@" in netloc:
+        raise DestinationRefused("url: must not carry credentials")
+    if host and not host.isascii():
+        try:
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except (UnicodeError, ValueError) as e:  # idna.IDNAError is a UnicodeError
+            raise DestinationRefused(f"url: the host cannot be written in IDNA ({e})") from None
+        netloc = host if port is None else f"{host}:{port}"
+    try:
+        path, query, fragment = (
+            quote(part, safe=_URL_SAFE) for part in (parts.path, parts.query, parts.fragment)
+        )
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for it
+        raise DestinationRefused(
+            "url: the path or query cannot be encoded (not Unicode text)"
+        ) from None
+    return urlunsplit((parts.scheme, netloc, path, query, fragment))
 
 
 def _parsed(url: str) -> tuple[str, str, int, str]:
@@ -139,9 +183,9 @@ def _not_public() -> DestinationRefused:
 
 
 def resolve(url: str) -> Target:
-    """The URL's parts and the address to connect to; DestinationRefused when the host
-    does not resolve or (unless allowed) any of its addresses is not public."""
-    scheme, host, port, path = _parsed(url)
+    """The URL's parts (encoded) and the address to connect to; DestinationRefused when
+    the host does not resolve or (unless allowed) any of its addresses is not public."""
+    scheme, host, port, path = _parsed(encoded_url(url))
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as e:
@@ -154,11 +198,17 @@ def resolve(url: str) -> Target:
     return Target(scheme=scheme, host=host, port=port, path=path, address=addresses[0])
 
 
-def check_url(url: str) -> None:
-    """Refuse a URL no delivery could use (checked again at every delivery)."""
-    if len(url) > 2000:
-        raise DestinationRefused("url: at most 2000 characters")
-    resolve(url)
+def check_url(url: str) -> str:
+    """``url`` encoded for the wire (what to store), or DestinationRefused for a URL no
+    delivery could use (checked again at every delivery)."""
+    encoded = encoded_url(url)
+    if len(encoded) > MAX_URL_LENGTH:
+        raise DestinationRefused(
+            f"url: at most {MAX_URL_LENGTH} characters"
+            + (" once encoded" if encoded != url else "")
+        )
+    resolve(encoded)
+    return encoded
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
@@ -216,7 +266,9 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> PostResult:
         return PostResult(status=response.status, latency_ms=elapsed(), error="", body=answer)
     except TimeoutError:
         return PostResult(None, elapsed(), f"timed out after {timeout:g} s", b"")
-    except (OSError, http.client.HTTPException) as e:
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        # What the receiver made of the exchange (refused, reset, a malformed answer):
+        # a failed attempt like any other.
         return PostResult(None, elapsed(), f"{type(e).__name__}: {e}"[:300], b"")
     finally:
         connection.close()
