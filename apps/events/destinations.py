@@ -12,24 +12,30 @@ Outbound requests are the service's only way into other networks, so they are he
   differently), with the URL's host for ``Host`` and for TLS (SNI, certificate); a refusal
   never names the addresses the name resolved to;
 * no redirect followed (http.client follows none: a 3xx is a failed attempt);
-* a timeout on connecting and on each read, and at most WEBHOOK_MAX_RESPONSE_BYTES of the
-  answer read.
+* one deadline of WEBHOOK_TIMEOUT_SECONDS for the whole attempt (connecting, TLS, sending,
+  the answer's headers and body; each socket operation gets only what is left of it), and
+  at most WEBHOOK_MAX_RESPONSE_BYTES of the answer read.
 """
 
 from __future__ import annotations
 
 import http.client
+import io
 import ipaddress
 import socket
 import ssl
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import idna
 from django.conf import settings
 
 from apps.common.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 MAX_URL_LENGTH = 2000  # the stored column's
 
@@ -211,25 +217,89 @@ def check_url(url: str) -> str:
     return encoded
 
 
+class _Deadline:
+    """The one bound on an attempt. Each socket operation is given what is left of it, so
+    an answer trickled a byte at a time (every read within any per-read timeout) still
+    ends when the attempt's time is up."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        left = self._at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"timed out after {self.seconds:g} s")
+        return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        self._sock.settimeout(self._deadline.left())
+        return self._sock.recv_into(buffer)
+
+
+class _DeadlineSocket:
+    """The connected socket as http.client uses it (``sendall``, ``makefile``, ``close``),
+    every send and read under the deadline. ``close`` leaves the socket open: http.client
+    closes the connection of a ``Connection: close`` answer before reading its body; the
+    attempt closes the socket itself when it ends."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.settimeout(self._deadline.left())  # bounds the whole sendall (3.5+)
+        self._sock.sendall(data)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
+
+    def close(self) -> None:
+        pass
+
+
 class _PinnedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, target: Target, timeout: float) -> None:
-        super().__init__(target.host, target.port, timeout=timeout)
+    """Connects to the checked address, every step under the attempt's deadline."""
+
+    def __init__(self, target: Target, deadline: _Deadline) -> None:
+        super().__init__(target.host, target.port)
         self._address = target.address
+        self._deadline = deadline
+        self.raw_socket: socket.socket | None = None
+
+    def _connected(self) -> socket.socket:
+        sock = socket.create_connection((self._address, self.port), self._deadline.left())
+        self.raw_socket = sock
+        return sock
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = _DeadlineSocket(self._connected(), self._deadline)
+
+    def close_socket(self) -> None:
+        self.close()
+        if self.raw_socket is not None:
+            self.raw_socket.close()
 
 
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, target: Target, timeout: float) -> None:
-        super().__init__(
-            target.host, target.port, timeout=timeout, context=ssl.create_default_context()
-        )
-        self._address = target.address
+class _PinnedHTTPSConnection(_PinnedHTTPConnection):
+    default_port = http.client.HTTPS_PORT
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        sock = self._connected()
+        sock.settimeout(self._deadline.left())  # the handshake as a whole (ssl's own deadline)
+        tls = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+        self.raw_socket = tls
+        self.sock = _DeadlineSocket(tls, self._deadline)
 
 
 def post(url: str, body: bytes, headers: dict[str, str]) -> PostResult:
@@ -244,11 +314,11 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> PostResult:
         target = resolve(url)
     except DestinationRefused as e:
         return PostResult(status=None, latency_ms=elapsed(), error=e.message[:300], body=b"")
-    timeout = float(settings.WEBHOOK_TIMEOUT_SECONDS)
-    connection: http.client.HTTPConnection = (
-        _PinnedHTTPSConnection(target, timeout)
+    deadline = _Deadline(float(settings.WEBHOOK_TIMEOUT_SECONDS))
+    connection = (
+        _PinnedHTTPSConnection(target, deadline)
         if target.scheme == "https"
-        else _PinnedHTTPConnection(target, timeout)
+        else _PinnedHTTPConnection(target, deadline)
     )
     try:
         connection.request(
@@ -265,10 +335,10 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> PostResult:
         answer = response.read(settings.WEBHOOK_MAX_RESPONSE_BYTES)
         return PostResult(status=response.status, latency_ms=elapsed(), error="", body=answer)
     except TimeoutError:
-        return PostResult(None, elapsed(), f"timed out after {timeout:g} s", b"")
+        return PostResult(None, elapsed(), f"timed out after {deadline.seconds:g} s", b"")
     except (OSError, http.client.HTTPException, ValueError) as e:
         # What the receiver made of the exchange (refused, reset, a malformed answer):
         # a failed attempt like any other.
         return PostResult(None, elapsed(), f"{type(e).__name__}: {e}"[:300], b"")
     finally:
-        connection.close()
+        connection.close_socket()
