@@ -258,8 +258,12 @@ class _DeadlineSocket:
         self._deadline = deadline
 
     def sendall(self, data: bytes) -> None:
-        self._sock.settimeout(self._deadline.left())  # bounds the whole sendall (3.5+)
-        self._sock.sendall(data)
+        # One send at a time, each under what is left: SSLSocket.sendall would give every
+        # chunk the whole timeout again.
+        view = memoryview(data)
+        while view:
+            self._sock.settimeout(self._deadline.left())
+            view = view[self._sock.send(view) :]
 
     def makefile(self, mode: str) -> io.BufferedReader:
         return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
