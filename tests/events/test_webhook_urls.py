@@ -5,12 +5,10 @@ left ``sending``."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 from http import HTTPStatus
 
 import pytest
-from django.apps import apps as registry
 from django.test import Client
 
 from apps.events.destinations import DestinationRefused, encoded_url
@@ -172,20 +170,23 @@ def test_an_attempt_that_raises_is_a_failed_attempt_that_counts_towards_disablin
     assert receiver.received == []
 
 
-def test_the_data_migration_encodes_stored_urls_and_leaves_what_it_cannot(cast) -> None:
-    migration = importlib.import_module("apps.events.migrations.0005_encode_webhook_urls")
-    plain = _new(cast, "http://127.0.0.1:9/a")
-    accented = _new(cast, "http://127.0.0.1:9/b")
-    snowman = _new(cast, "http://127.0.0.1:9/c")
-    _stored_as_before(accented, "https://b\u00fccher.example/\u00fc?q=\u00e9")
-    long = _new(cast, "http://127.0.0.1:9/d")
-    _stored_as_before(snowman, "https://\u2603.example/x")
-    _stored_as_before(long, "http://127.0.0.1:9/" + "\u00fc" * 700)  # too long once encoded
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_url_that_cannot_be_encoded_fails_each_attempt_and_disables_the_endpoint(
+    cast, receiver, settings, caplog
+) -> None:
+    settings.WEBHOOK_DISABLE_AFTER_FAILURES = 1
+    endpoint = _new(cast, receiver.url)
+    # refused by IDNA before any lookup: nothing leaves this machine
+    _stored_as_before(endpoint, "http://\u2603.example/x")
+    policy_deploy(org=cast.acme, toml=POLICY)
 
-    migration.encode_webhook_urls(registry, None)
+    with caplog.at_level(logging.INFO):
+        work(_settled)
 
-    urls = dict(WebhookEndpoint.objects.values_list("pk", "url"))
-    assert urls[plain.pk] == "http://127.0.0.1:9/a"
-    assert urls[accented.pk] == "https://xn--bcher-kva.example/%C3%BC?q=%C3%A9"
-    assert urls[snowman.pk] == "https://\u2603.example/x"  # refused at each attempt instead
-    assert urls[long.pk] == "http://127.0.0.1:9/" + "\u00fc" * 700  # sent encoded instead
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("failed", 1)
+    assert delivery.last_error.startswith("url: the host cannot be written in IDNA")
+    endpoint.refresh_from_db()
+    assert (endpoint.enabled, endpoint.consecutive_failures) == (False, 1)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
