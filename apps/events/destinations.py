@@ -4,7 +4,7 @@ Outbound requests are the service's only way into other networks, so they are he
 
 * URLs as they go on the wire: a non-ASCII host in IDNA, a non-ASCII path or query
   percent-encoded as UTF-8 (as browsers do); stored so, and what cannot be encoded is
-  refused when the URL is given;
+  refused when the URL is given (a URL stored before is encoded again at each attempt);
 * public destinations only (unless WEBHOOK_ALLOW_PRIVATE_DESTINATIONS): the host is
   resolved and *every* address must be globally reachable (and so must the IPv4 address
   a 6to4, NAT64, IPv4-mapped or IPv4-compatible address carries), then the connection
