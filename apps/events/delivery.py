@@ -4,7 +4,9 @@ outcome and schedule the next attempt (exponential backoff with jitter) or give 
 from __future__ import annotations
 
 import json
+import logging
 import random
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +19,8 @@ from standardwebhooks import Webhook
 from apps.events.destinations import PostResult, post
 from apps.events.models import Delivery, DeliveryStatus, EndpointFormat, Event, WebhookEndpoint
 from apps.events.services import signing_secrets
+
+logger = logging.getLogger(__name__)
 
 
 def standard_body(event: Event) -> str:
@@ -140,8 +144,19 @@ def delivery_attempt(delivery_id: int) -> str:
             status=DeliveryStatus.FAILED, claimed_until=None, last_error="endpoint disabled"
         )
         return "endpoint disabled"
-    body = render(endpoint, delivery.event)
-    result = post(endpoint.url, body.encode(), signed_headers(endpoint, delivery.event, body, now))
+    started = time.monotonic()
+    try:
+        body = render(endpoint, delivery.event)
+        result = post(
+            endpoint.url, body.encode(), signed_headers(endpoint, delivery.event, body, now)
+        )
+    except Exception as e:
+        # ``post`` answers for whatever the receiver does; this is a fault of ours. It is
+        # still an attempt (counted, retried, towards disabling the endpoint): a delivery
+        # left ``sending`` would be claimed and fail again at every sweep, forever.
+        logger.exception("webhook delivery %s: the attempt failed", delivery_id)
+        elapsed = int((time.monotonic() - started) * 1000)
+        result = PostResult(None, elapsed, f"internal error ({type(e).__name__})", b"")
     return _record(delivery, result)
 
 

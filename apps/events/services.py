@@ -172,7 +172,7 @@ def webhook_endpoint_create(
     enabled: bool = True,
 ) -> WebhookEndpoint:
     """A new endpoint with a fresh secret (the caller shows ``endpoint.secret`` once)."""
-    check_url(url)
+    url = check_url(url)  # stored as it is sent (encoded)
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.create(
             org=org,
@@ -207,9 +207,10 @@ def webhook_endpoint_update(
     """Change what was given; enabling an endpoint clears its failure run."""
     changed: list[str] = []
     if url is not None and url != endpoint.url:
-        check_url(url)
-        endpoint.url = url
-        changed.append("url")
+        url = check_url(url)  # stored as it is sent (encoded)
+        if url != endpoint.url:
+            endpoint.url = url
+            changed.append("url")
     if event_types is not None:
         endpoint.event_types = _event_types(event_types)
         changed.append("event_types")

@@ -391,7 +391,7 @@ EVENTS_ENABLED = env_bool("EVENTS_ENABLED", True)
 EVENTS_SUBSCRIBER_CACHE_SECONDS = env_int("EVENTS_SUBSCRIBER_CACHE_SECONDS", 5)
 # The console's public address, for links in events and emails (the approval's signing page).
 PUBLIC_BASE_URL = (env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
-# Webhook delivery: per connect/read timeout, the most response bytes read, retries with
+# Webhook delivery: the deadline of a whole attempt, the most response bytes read, retries with
 # exponential backoff (base * 4^(n-1), capped, with jitter) until the retry window is over,
 # and the run of failed attempts after which an endpoint is disabled.
 WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)

@@ -25,6 +25,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     verified_with: list[str]  # the secrets whose signature verified
+    path: str = ""  # the request target, as it arrived
 
     @property
     def json(self) -> Any:
@@ -47,7 +48,7 @@ class Receiver:
     unverified: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, headers: dict[str, str], body: bytes) -> Any:
+    def record(self, headers: dict[str, str], body: bytes, path: str = "") -> Any:
         verified = []
         for secret in self.secrets:
             try:
@@ -55,7 +56,7 @@ class Receiver:
                 verified.append(secret)
             except WebhookVerificationError:
                 pass
-        item = Received(headers, body, verified)
+        item = Received(headers, body, verified, path)
         with self.lock:
             (self.received if verified else self.unverified).append(item)
             return self.plan.pop(0) if self.plan else 200
@@ -78,7 +79,8 @@ def receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
-            reaction = state.record({k.lower(): v for k, v in self.headers.items()}, body)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            reaction = state.record(headers, body, self.path)
             if isinstance(reaction, tuple) and reaction[0] == "hang":
                 time.sleep(reaction[1])
                 reaction = 200
