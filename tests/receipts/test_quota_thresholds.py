@@ -18,7 +18,7 @@ from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import mirror_chain_check
 from apps.tenancy.services import org_set_limits
 from tests.receipts.conftest import Pusher
-from tests.receipts.factories import Agent
+from tests.receipts.factories import Agent, as_text
 from tests.teampath_fixtures import TeamPathCaller
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -100,3 +100,31 @@ def test_teampath_batches_cross_both_thresholds_and_refuse_the_rest(cast, subscr
     for result in results[CAP:]:
         assert result["rejectionReason"].startswith("quota_exceeded: monthly mirror soft-cap")
     recorded(cast, subscription)
+
+
+def test_concurrent_pushes_record_each_threshold_once(cast) -> None:
+    """Pushes racing across the thresholds: each is reached by exactly one append, whose
+    pipelined attempt may be retried outside the pipeline while others take the lock."""
+    from collections import Counter
+
+    from tests.receipts.test_push_concurrency import _run
+
+    forget_subscribers()
+    webhook_endpoint_create(
+        org=cast.acme, url="http://127.0.0.1:9/hooks", event_types=["quota.threshold"]
+    )
+    forget_subscribers()
+    org_set_limits(org=cast.acme, monthly_receipt_cap=10)
+    agent = Agent()
+    batches = [[as_text(agent.receipt()) for _ in range(5)] for _ in range(4)]
+    results = _run(cast.acme_key.secret, batches)
+    assert Counter(status for status, _ in results) == {
+        HTTPStatus.CREATED: 10,
+        HTTPStatus.PAYMENT_REQUIRED: 10,
+    }
+    events = EventRow.objects.filter(org=cast.acme, type="quota.threshold").order_by("id")
+    assert [(e.payload["threshold_percent"], e.payload["count"]) for e in events] == [
+        (80, 8),
+        (100, 10),
+    ]
+    assert mirror_chain_check(org=cast.acme).ok
