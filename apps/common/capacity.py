@@ -94,18 +94,24 @@ def _one_line(exception: BaseException) -> str:
 _MESSAGE_CHARACTERS = 300
 
 
-def database_unavailable_answer(request: HttpRequest, exception: BaseException) -> JsonResponse:
-    """The 503 for a transient database error, logged once: one WARNING line per answer,
-    and the traceback only with an outage's first failure."""
+def log_database_unavailable(what: str, exception: BaseException) -> None:
+    """One WARNING line for a transient database error (``what`` happened); the traceback
+    only with an outage's first failure."""
     first = outage.failure_begins_it()
     logger.warning(
-        "database unavailable, answering 503: %s%s",
+        "%s: %s%s",
+        what,
         _one_line(exception),
-        " (first failure of this outage; its later answers are logged without a traceback)"
+        " (first failure of this outage; its later ones are logged without a traceback)"
         if first
         else "",
         exc_info=exception if first else None,
     )
+
+
+def database_unavailable_answer(request: HttpRequest, exception: BaseException) -> JsonResponse:
+    """The 503 for a transient database error, logged once (``log_database_unavailable``)."""
+    log_database_unavailable("database unavailable, answering 503", exception)
     setattr(request, _ANSWERED, True)
     return _database_unavailable_response()
 
@@ -135,7 +141,7 @@ class DatabaseUnavailableMiddleware:
         exception = getattr(request, _DATABASE_UNAVAILABLE, None)
         if response.status_code == 500 and exception is not None:
             return database_unavailable_answer(request, exception)
-        if connection.connection is not None:
+        if connection.connection is not None and not connection.errors_occurred:
             outage.end()  # answered with the database at hand
         return response
 

@@ -154,3 +154,19 @@ def test_a_failure_raised_outside_the_view_is_answered_and_logged_alike(
         assert answer["Retry-After"] == "2"
     assert [r.exc_info is not None for r in outage_records(caplog)] == [True, False, False]
     assert not [r for r in caplog.records if r.exc_info and r.name != "apps.common.capacity"]
+
+
+def test_readiness_probes_through_an_outage_log_one_traceback(cast, outage, caplog) -> None:
+    """A probe every few seconds fails each time: one line each, the traceback once."""
+    client = APIClient()
+    assert served(lambda: client.get("/readyz")).status_code == HTTPStatus.OK
+    caplog.clear()
+    outage.begin()
+    probes = [served(lambda: client.get("/readyz")) for _ in range(4)]
+    assert {probe.status_code for probe in probes} == {HTTPStatus.SERVICE_UNAVAILABLE}
+    assert all(probe["Retry-After"] == "2" for probe in probes)
+    failed = [r for r in caplog.records if "readiness check" in r.getMessage()]
+    assert len(failed) >= len(probes)
+    assert [r.exc_info is not None for r in failed].count(True) == 1
+    assert failed[0].exc_info is not None
+    assert all("\n" not in r.getMessage() for r in failed)
