@@ -84,14 +84,15 @@ class _Outage:
 outage = _Outage()
 
 
+# Enough of an error's message to name its cause (the host and port, the server's words).
+_MESSAGE_CHARACTERS = 300
+
+
 def _one_line(exception: BaseException) -> str:
     """The error's class and message on one line (psycopg's span several)."""
     message = " ".join(str(exception).split())
     name = type(exception).__name__
     return f"{name}: {message[:_MESSAGE_CHARACTERS]}" if message else name
-
-
-_MESSAGE_CHARACTERS = 300
 
 
 def log_database_unavailable(what: str, exception: BaseException) -> None:
