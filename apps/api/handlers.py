@@ -22,6 +22,7 @@ from rest_framework.response import Response
 
 from apps.api.keyscoped.base import keyscoped_exception_handler
 from apps.api.teampath.base import teampath_exception_handler
+from apps.common.capacity import database_unavailable_error_answer
 from apps.common.responses import error_response
 
 
@@ -78,6 +79,12 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Jso
 
 
 def server_error(request: HttpRequest) -> JsonResponse:
+    # A transient database error raised outside a view (a middleware's lazy read of the
+    # session or user): the 503 every other database failure gets, logged once, not a
+    # 500 that Django would log with its traceback on every answer.
+    unavailable = database_unavailable_error_answer(request)
+    if unavailable is not None:
+        return unavailable
     return error_response(
         status=HTTPStatus.INTERNAL_SERVER_ERROR,
         code="internal_error",

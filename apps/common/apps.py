@@ -8,9 +8,10 @@ class CommonConfig(AppConfig):
     def ready(self) -> None:
         from django.core.checks import Tags, register
         from django.core.signals import got_request_exception, request_finished
+        from django.db.backends.signals import connection_created
 
         from apps.common import checks
-        from apps.common.capacity import mark_database_unavailable
+        from apps.common.capacity import mark_database_unavailable, outage
         from apps.common.json_logging import clear_request_id, install_request_id_on_records
 
         register(checks.shared_cache_for_workers, Tags.caches)
@@ -19,5 +20,7 @@ class CommonConfig(AppConfig):
         got_request_exception.connect(
             mark_database_unavailable, dispatch_uid="mirror.database_unavailable"
         )
+        # A connection opened: the database answers again (an outage's log ends).
+        connection_created.connect(outage.end, dispatch_uid="mirror.database_outage_ended")
         request_finished.connect(clear_request_id, dispatch_uid="mirror.clear_request_id")
         install_request_id_on_records()

@@ -11,7 +11,8 @@ Two causes:
 - more requests in flight in this process than ``MAX_CONCURRENT_REQUESTS``:
   ``ConcurrencyLimitMiddleware`` answers 503 at once instead of queueing.
 
-Both answers carry ``Retry-After: RETRY_AFTER_SECONDS``.
+Both answers carry ``Retry-After: RETRY_AFTER_SECONDS``. A database outage is logged as
+one WARNING line per answer; the traceback only with its first failure (see ``_Outage``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 
 from apps.common import metrics
@@ -38,7 +39,10 @@ TRANSIENT_DATABASE_ERRORS = (OperationalError, InterfaceError)
 # Probes and scrapes stay answerable when the process is saturated.
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
+# On the request: the transient database error it failed with (outside a view), and
+# whether its 503 was answered (and logged) already.
 _DATABASE_UNAVAILABLE = "_mirror_database_unavailable"
+_ANSWERED = "_mirror_database_unavailable_answered"
 
 GetResponse = Callable[[HttpRequest], HttpResponseBase]
 
@@ -56,6 +60,72 @@ def _database_unavailable_response() -> JsonResponse:
     return unavailable_response("the database is briefly unavailable; retry shortly")
 
 
+class _Outage:
+    """Whether this process is in a database outage, for its log: the first failure after
+    the database last answered is logged with its traceback, every later answer of the
+    same outage as one line (an outage answers hundreds of requests, each with the same
+    traceback). The outage ends when a new connection opens (``connection_created``) or a
+    request is answered on an open connection without a database error."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failing = False
+
+    def failure_begins_it(self) -> bool:
+        with self._lock:
+            first = not self._failing
+            self._failing = True
+        return first
+
+    def end(self, **_: Any) -> None:
+        self._failing = False
+
+
+outage = _Outage()
+
+
+# Enough of an error's message to name its cause (the host and port, the server's words).
+_MESSAGE_CHARACTERS = 300
+
+
+def _one_line(exception: BaseException) -> str:
+    """The error's class and message on one line (psycopg's span several)."""
+    message = " ".join(str(exception).split())
+    name = type(exception).__name__
+    return f"{name}: {message[:_MESSAGE_CHARACTERS]}" if message else name
+
+
+def log_database_unavailable(what: str, exception: BaseException) -> None:
+    """One WARNING line for a transient database error (``what`` happened); the traceback
+    only with an outage's first failure."""
+    first = outage.failure_begins_it()
+    logger.warning(
+        "%s: %s%s",
+        what,
+        _one_line(exception),
+        " (first failure of this outage; its later ones are logged without a traceback)"
+        if first
+        else "",
+        exc_info=exception if first else None,
+    )
+
+
+def database_unavailable_answer(request: HttpRequest, exception: BaseException) -> JsonResponse:
+    """The 503 for a transient database error, logged once (``log_database_unavailable``)."""
+    log_database_unavailable("database unavailable, answering 503", exception)
+    setattr(request, _ANSWERED, True)
+    return _database_unavailable_response()
+
+
+def database_unavailable_error_answer(request: HttpRequest) -> JsonResponse | None:
+    """For the 500 handler: the 503 when the request failed for a transient database error
+    raised outside a view (a middleware's lazy read), where Django answers it itself."""
+    exception = getattr(request, _DATABASE_UNAVAILABLE, None)
+    if exception is None:
+        return None
+    return database_unavailable_answer(request, exception)
+
+
 class DatabaseUnavailableMiddleware:
     """Transient database errors become 503 with ``Retry-After``; they are still logged."""
 
@@ -64,10 +134,16 @@ class DatabaseUnavailableMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
+        if getattr(request, _ANSWERED, False):
+            return response
         # An error raised by a middleware inside this one (not by a view) has already been
-        # turned into a 500 by Django; mark_database_unavailable flagged the request.
-        if response.status_code == 500 and getattr(request, _DATABASE_UNAVAILABLE, False):
-            return _database_unavailable_response()
+        # turned into a 500 by Django (and logged by it); mark_database_unavailable flagged
+        # the request.
+        exception = getattr(request, _DATABASE_UNAVAILABLE, None)
+        if response.status_code == 500 and exception is not None:
+            return database_unavailable_answer(request, exception)
+        if connection.connection is not None and not connection.errors_occurred:
+            outage.end()  # answered with the database at hand
         return response
 
     def process_exception(
@@ -75,18 +151,14 @@ class DatabaseUnavailableMiddleware:
     ) -> HttpResponseBase | None:
         if not isinstance(exception, TRANSIENT_DATABASE_ERRORS):
             return None
-        logger.warning(
-            "database unavailable, answering 503: %s",
-            type(exception).__name__,
-            exc_info=exception,
-        )
-        return _database_unavailable_response()
+        return database_unavailable_answer(request, exception)
 
 
 def mark_database_unavailable(sender: Any, request: HttpRequest | None = None, **_: Any) -> None:
     """``got_request_exception`` receiver: Django calls it inside its ``except`` block."""
-    if request is not None and isinstance(sys.exc_info()[1], TRANSIENT_DATABASE_ERRORS):
-        setattr(request, _DATABASE_UNAVAILABLE, True)
+    error = sys.exc_info()[1]
+    if request is not None and isinstance(error, TRANSIENT_DATABASE_ERRORS):
+        setattr(request, _DATABASE_UNAVAILABLE, error)
 
 
 class ConcurrencyLimitMiddleware:

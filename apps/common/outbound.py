@@ -47,21 +47,29 @@ def emit(*, org_id: int, event_type: str, payload: PayloadFactory) -> None:
         _sink(org_id, event_type, payload)
 
 
+def quota_thresholds_reached(*, count: int, cap: int) -> tuple[int, ...]:
+    """The thresholds (percent) that the append bringing the month's count to ``count``
+    reaches, when ``quota.threshold`` events are recorded at all (events on). No database:
+    the append asks this while its pipeline is open, and records the events outside it."""
+    if _sink is None or cap <= 0:
+        return ()
+    # ceil(cap * percent / 100): the count only grows by one per append, under the head
+    # lock, so each threshold is reached by exactly one append a month.
+    return tuple(percent for percent in QUOTA_THRESHOLDS if count == -(-cap * percent // 100))
+
+
 def quota_counted(*, org_id: int, month: str, count: int, cap: int) -> None:
     """The append that brings the month's count to 80% or 100% of ``cap`` emits
-    ``quota.threshold`` (the count only grows by one per append, under the head lock, so
-    each threshold is crossed by exactly one append a month)."""
-    if _sink is None or cap <= 0:
-        return
-    for percent in QUOTA_THRESHOLDS:
-        if count == -(-cap * percent // 100):  # ceil(cap * percent / 100)
-            _sink(
-                org_id,
-                "quota.threshold",
-                lambda percent=percent: {  # type: ignore[misc]
-                    "month": month,
-                    "threshold_percent": percent,
-                    "count": count,
-                    "cap": cap,
-                },
-            )
+    ``quota.threshold``, in the caller's transaction (never inside a pipeline: the sink
+    asks the database who subscribes, and records the event)."""
+    for percent in quota_thresholds_reached(count=count, cap=cap):
+        emit(
+            org_id=org_id,
+            event_type="quota.threshold",
+            payload=lambda percent=percent: {  # type: ignore[misc]
+                "month": month,
+                "threshold_percent": percent,
+                "count": count,
+                "cap": cap,
+            },
+        )

@@ -47,8 +47,27 @@ from psycopg.pq.abc import PGresult
 PreparedCursor = psycopg.Cursor[tuple[Any, ...]]
 
 
+class StatementInPipeline(RuntimeError):
+    """A statement other than a pipelined transaction's own was issued while its pipeline
+    is open. A programming error, never a database outage: libpq refuses the statement
+    ("PQsendQuery not allowed in pipeline mode"), which Django would report as an
+    ``OperationalError`` and the service answer 503 on every retry. Work that is not the
+    pipelined statements (events, audit rows, ORM reads and writes, a cache filled from
+    the database) runs in a transaction of Django's instead, or after the pipeline."""
+
+
+def _refuse_in_pipeline(
+    execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    """Django execute wrapper installed while a pipeline is open (see above)."""
+    raise StatementInPipeline(f"a statement was issued inside a pipelined transaction: {sql}")
+
+
 def _raw_connection() -> psycopg.Connection[Any]:
     assert connection.vendor == "postgresql", "prepared statements are PostgreSQL's"
+    raw_now: psycopg.Connection[Any] | None = connection.connection
+    if raw_now is not None and raw_now.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+        raise StatementInPipeline("a statement was issued inside a pipelined transaction")
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     raw: psycopg.Connection[Any] = connection.connection
@@ -151,10 +170,14 @@ def pipelined_transaction() -> Iterator[Callable[[], PipelinedStatement]]:
     through psycopg's cursors: in pipeline mode those wait on the socket once per statement
     sent, which cost the push's three statements about 60 us of CPU more than one flush a
     round trip (110 against 53 us in a loop of appends: the README's performance section).
+
+    Nothing else may use the connection until the block ends: any statement through
+    Django's cursors or this module raises :class:`StatementInPipeline` (and the block
+    rolls back).
     """
     raw = _raw_connection()
     pipeline = _Pipeline(raw)
-    with connection.wrap_database_errors:
+    with connection.wrap_database_errors, connection.execute_wrapper(_refuse_in_pipeline):
         pipeline.open()
         try:
             yield pipeline.statement

@@ -16,6 +16,8 @@ from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 
+from apps.common.capacity import TRANSIENT_DATABASE_ERRORS, log_database_unavailable
+
 logger = logging.getLogger(__name__)
 
 OK = "ok"
@@ -75,6 +77,10 @@ def forget_migrations_state() -> None:
 def _run(name: str, check: Callable[[], str]) -> str:
     try:
         return check()
+    except TRANSIENT_DATABASE_ERRORS as error:
+        # Probed every few seconds through an outage: one line each, one traceback.
+        log_database_unavailable(f"readiness check {name} failed", error)
+        return FAILED
     except Exception:  # any failure means not ready; the probe itself must answer
         logger.warning("readiness check %s failed", name, exc_info=True)
         return FAILED

@@ -216,10 +216,17 @@ class AppendStatements:
     """The statements of one append transaction, on cursors from ``new_cursor``."""
 
     def __init__(
-        self, new_cursor: Callable[[], Any], *, postgres: bool, raw_connection: Any = None
+        self,
+        new_cursor: Callable[[], Any],
+        *,
+        postgres: bool,
+        raw_connection: Any = None,
+        pipelined: bool = False,
     ) -> None:
         self._new_cursor = new_cursor
         self._postgres = postgres
+        # In a pipeline nothing but these statements may run until the block ends.
+        self.pipelined = pipelined
         self._generation = _plan_generation(raw_connection) if postgres else ""
 
     def _send(self, sql: str, params: list[Any]) -> Any:
@@ -310,14 +317,18 @@ class AppendStatements:
 
 
 @contextmanager
-def append_transaction(*, orm: bool = False) -> Iterator[AppendStatements]:
+def append_transaction(*, atomic: bool = False) -> Iterator[AppendStatements]:
     """One append transaction: committed when the block ends, rolled back if it raises.
-    ``orm``: the block also runs statements through Django's ORM (a supersede marks the
-    entry it replaces), which a pipeline cannot carry: a transaction of Django's then."""
+    ``atomic``: the block runs more than the append's statements (a supersede marks the
+    entry it replaces through the ORM; an event is recorded), which a pipeline cannot
+    carry: a transaction of Django's then. A pipelined block refuses any other statement
+    (``apps.common.prepared.StatementInPipeline``)."""
     settle()  # its statements bypass Django's cursors (and their org-context check)
-    if can_pipeline() and not orm:
+    if can_pipeline() and not atomic:
         with pipelined_transaction() as new_cursor:
-            yield AppendStatements(new_cursor, postgres=True, raw_connection=connection.connection)
+            yield AppendStatements(
+                new_cursor, postgres=True, raw_connection=connection.connection, pipelined=True
+            )
     elif connection.vendor == "postgresql":
         with transaction.atomic(), prepared_cursors() as new_cursor:
             yield AppendStatements(new_cursor, postgres=True, raw_connection=connection.connection)

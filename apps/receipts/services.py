@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -60,6 +61,12 @@ class AppendOutcome:
     claimed_trust_level: str = ""
 
 
+class _OutsidePipeline(Exception):
+    """The append has work beyond its own statements (a ``quota.threshold`` event to
+    record): the pipelined attempt is rolled back, before it wrote anything, and the
+    append runs again in a transaction of Django's, the event recorded inside it."""
+
+
 def receipt_append(
     *,
     org: Org,
@@ -69,29 +76,39 @@ def receipt_append(
     api_key: ApiKey | None = None,
 ) -> AppendOutcome:
     """Append a verified receipt to ``org``'s mirror, or report the existing entry."""
-    digest = receipt_digest(receipt.stored_text)
-    now = timezone.now()
+    append = partial(
+        _append_locked,
+        org=org,
+        receipt=receipt,
+        digest=receipt_digest(receipt.stored_text),
+        trust_level=trust_level,
+        supersedes_action_hash=supersedes_action_hash,
+        api_key=api_key,
+        now=timezone.now(),
+    )
+    try:
+        # A supersede also runs ORM statements, which a pipeline cannot carry.
+        outcome = _append_one(append, atomic=bool(supersedes_action_hash))
+    except _OutsidePipeline:  # at most twice a month per org (80%, 100%)
+        outcome = _append_one(append, atomic=True)
+    if outcome.appended:
+        transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE))
+    return outcome
+
+
+def _append_one(
+    append: Callable[[AppendStatements], AppendOutcome], *, atomic: bool
+) -> AppendOutcome:
     refusal: DomainError | None = None
-    with append_transaction(orm=bool(supersedes_action_hash)) as sql:
+    with append_transaction(atomic=atomic) as sql:
         try:
-            outcome = _append_locked(
-                sql,
-                org=org,
-                receipt=receipt,
-                digest=digest,
-                trust_level=trust_level,
-                supersedes_action_hash=supersedes_action_hash,
-                api_key=api_key,
-                now=now,
-            )
+            outcome = append(sql)
         except _REFUSALS as refused:
             # Decided before anything was written: the transaction ends normally (a
             # rollback would also make psycopg drop its prepared statements).
             refusal = refused
     if refusal is not None:
         raise refusal
-    if outcome.appended:
-        transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE))
     return outcome
 
 
@@ -122,10 +139,19 @@ def receipt_append_batch(
     """
     if not items:
         return []
+    try:
+        return _append_batch(org=org, items=items, api_key=api_key, atomic=False)
+    except _OutsidePipeline:  # at most twice a month per org (80%, 100%)
+        return _append_batch(org=org, items=items, api_key=api_key, atomic=True)
+
+
+def _append_batch(
+    *, org: Org, items: Sequence[BatchItem], api_key: ApiKey | None, atomic: bool
+) -> list[BatchResult]:
     now = timezone.now()
     results: list[BatchResult] = []
     keys = [tuple(_related_keys(item.receipt).values()) for item in items]
-    with append_transaction() as sql:
+    with append_transaction(atomic=atomic) as sql:
         head, related = sql.lock_and_read_many(org_id=org.pk, receipts=keys)
         if head is None:
             sql.create_head(org_id=org.pk)
@@ -135,6 +161,7 @@ def receipt_append_batch(
         context = _AppendContext.of(org, api_key, now)
         entries: list[dict[str, Any]] = []
         texts: list[str] = []
+        counted: list[int] = []  # month counts that reach a quota threshold
         for item in items:
             receipt = item.receipt
             try:
@@ -150,16 +177,36 @@ def receipt_append_batch(
                 results.append(planned)
                 continue
             entry, head = planned
+            if _reaches_a_threshold(sql, context, head):
+                counted.append(head.month_count)
             texts.append(entry.pop("receipt"))  # travels apart (see insert_many_and_advance)
             entries.append(entry)
             known.add(entry)
             results.append(_appended(entry))
         if entries:
             sql.insert_many_and_advance(entries=entries, receipts=texts, head=head, org_id=org.pk)
+        for count in counted:
+            _quota_counted(context, count)
     if entries:
         count = len(entries)
         transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))
     return results
+
+
+def _reaches_a_threshold(sql: AppendStatements, context: _AppendContext, head: LockedHead) -> bool:
+    """Whether the append that left ``head`` reaches a quota threshold, whose event is
+    recorded after the append's statements in its transaction; raises
+    :class:`_OutsidePipeline` when that transaction is a pipeline (which carries the
+    append's own statements and nothing else)."""
+    if not outbound.quota_thresholds_reached(count=head.month_count, cap=context.cap):
+        return False
+    if sql.pipelined:
+        raise _OutsidePipeline
+    return True
+
+
+def _quota_counted(context: _AppendContext, count: int) -> None:
+    outbound.quota_counted(org_id=context.org_id, month=context.month, count=count, cap=context.cap)
 
 
 class _RelatedIndex:
@@ -227,19 +274,23 @@ def _append_locked(
         sql.create_head(org_id=org.pk)
         head, related = sql.lock_and_read(org_id=org.pk, **keys)
         assert head is not None
+    context = _AppendContext.of(org, api_key, now)
     planned = _plan_append(
-        org=org, context=_AppendContext.of(org, api_key, now), head=head, related=related,
+        org=org, context=context, head=head, related=related,
         receipt=receipt, digest=digest, trust_level=trust_level,
         supersedes_action_hash=supersedes_action_hash,
     )  # fmt: skip
     if isinstance(planned, AppendOutcome):
         return planned
     entry, advanced = planned
+    reaches = _reaches_a_threshold(sql, context, advanced)
     sql.insert_and_advance(entry=entry, head=advanced, org_id=org.pk)
     if supersedes_action_hash:
         MirrorEntry.objects.filter(org=org, action_hash=supersedes_action_hash).update(
             superseded_by=receipt.action_hash
         )
+    if reaches:
+        _quota_counted(context, advanced.month_count)
     return _appended(entry)
 
 
@@ -361,7 +412,6 @@ def _count_against_quota(context: _AppendContext, head: LockedHead) -> int:
         raise QuotaExceeded(
             f"monthly mirror soft-cap of {cap} receipts reached for {context.month}"
         )
-    outbound.quota_counted(org_id=context.org_id, month=context.month, count=count + 1, cap=cap)
     return count + 1
 
 

@@ -26,8 +26,13 @@ statement: every SDK request costs one round trip for both. On SQLite (local tri
 all of this is a no-op.
 
 The settings are session-level (not ``SET LOCAL``), so a connection pooler in front of
-PostgreSQL must use session pooling; the state is tracked per connection so repeated
-activation of the same context costs no round trip.
+PostgreSQL must use session pooling; the state is tracked per database session (keyed on
+the psycopg connection) so repeated activation of the same context costs no round trip.
+The context belongs to the request, not to the connection: when the server has ended the
+session (a restart, ``idle_session_timeout``, a proxy's idle timeout) and Django opens a
+new connection in the middle of a request, that connection is given the request's context
+as it opens (``connection_created``), before any of the request's statements runs on it,
+so a worker that remembered an API key (``key_cache``) never answers for an empty org.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from django.core.signals import request_finished
@@ -47,48 +53,70 @@ from apps.common.prepared import fetchone_checked
 ALL = "all"
 
 _SET_CONTEXT = "SELECT set_config('app.org_ids', %s, false), set_config('app.all_orgs', %s, false)"
-# On the connection wrapper: the context its session has, and whether that context belongs
-# to a request that has finished.
-_STATE_ATTRIBUTE = "_mirror_org_context"
-_EXPIRED_ATTRIBUTE = "_mirror_org_context_expired"
+# On the connection wrapper: the context the current request activated (None once the
+# request finished: then the process default applies).
+_REQUEST_ATTRIBUTE = "_mirror_org_context_wanted"
+# The context each open database session has, by its psycopg connection. A new connection
+# (Django replaced one the server ended: a restart, ``idle_session_timeout``, a proxy's
+# idle timeout) has nothing recorded here, whatever the worker set on the one it replaced,
+# so it is never taken for a session that has the request's context.
+_session_context: WeakKeyDictionary[Any, tuple[str, bool]] = WeakKeyDictionary()
+
+State = tuple[str, bool]
 
 
-def _default_state() -> tuple[str, bool]:
+def _default_state() -> State:
     return ("", settings.ORG_CONTEXT_DEFAULT == ALL)
 
 
-def _set(wrapper: BaseDatabaseWrapper, state: tuple[str, bool]) -> None:
-    """Set the session's context; straight on the open connection when there is one, so
-    the execute wrapper does not run first, and standing in for Django's health check
-    when that is still due (a session setting may run twice: ``fetchone_checked``)."""
-    params = [state[0], "on" if state[1] else "off"]
+def _wanted(wrapper: BaseDatabaseWrapper) -> State:
+    """The context statements on ``wrapper`` must run in now: the request's, or the default."""
+    wanted: State | None = getattr(wrapper, _REQUEST_ATTRIBUTE, None)
+    return wanted if wanted is not None else _default_state()
+
+
+def _session_has(wrapper: BaseDatabaseWrapper) -> State | None:
+    raw = wrapper.connection
+    return None if raw is None else _session_context.get(raw)
+
+
+def _set(wrapper: BaseDatabaseWrapper, state: State) -> None:
+    """Set the session's context; straight on the open connection, so the execute wrapper
+    does not run first, and standing in for Django's health check when that is still due
+    (a session setting may run twice: ``fetchone_checked``)."""
     if wrapper.connection is None:
-        with wrapper.cursor() as cursor:  # connects; the new connection gets the default
-            cursor.execute(_SET_CONTEXT, params)
-    elif wrapper is connection:
+        wrapper.ensure_connection()  # a new connection: connection_created sets the context
+        if _session_has(wrapper) == state:
+            return
+    params = [state[0], "on" if state[1] else "off"]
+    if wrapper is connection:
+        # May replace a connection the server ended; the new one is the one set here.
         fetchone_checked(_SET_CONTEXT, params)
     else:
         with wrapper.wrap_database_errors:
             wrapper.connection.execute(_SET_CONTEXT, params)
-    setattr(wrapper, _STATE_ATTRIBUTE, state)
-    setattr(wrapper, _EXPIRED_ATTRIBUTE, False)
+    _session_context[wrapper.connection] = state
 
 
 def _apply(wrapper: BaseDatabaseWrapper, org_ids: str, all_orgs: bool) -> None:
     if wrapper.vendor != "postgresql":
         return
     state = (org_ids, all_orgs)
-    if getattr(wrapper, _STATE_ATTRIBUTE, None) == state and wrapper.connection is not None:
-        setattr(wrapper, _EXPIRED_ATTRIBUTE, False)  # already this request's context
-        return
+    setattr(wrapper, _REQUEST_ATTRIBUTE, state)  # also for any connection opened later
+    if _session_has(wrapper) == state:
+        return  # this session has it already: no round trip
     _set(wrapper, state)
 
 
 def settle() -> None:
-    """Put an expired context (a finished request's) back to the default now. Statements
-    that bypass Django's cursors call this first, unless they set a context themselves."""
-    if getattr(connection, _EXPIRED_ATTRIBUTE, False) and connection.connection is not None:
-        _set(connection, _default_state())
+    """Give the session the context its next statement must run in (the request's, or the
+    default once the request finished), if it has another. Statements that bypass
+    Django's cursors call this first, unless they set a context themselves."""
+    if connection.vendor != "postgresql" or connection.connection is None:
+        return  # a new connection is given the context as it opens
+    wanted = _wanted(connection)
+    if _session_has(connection) != wanted:
+        _set(connection, wanted)
 
 
 # The key's row is returned whatever the digest; the org context opens only for an active
@@ -105,8 +133,9 @@ def lookup_api_key(*, prefix: str, digest: str) -> tuple[Any, ...] | None:
     # again on a new connection if the open one turns out dead (it only reads and sets).
     row = fetchone_checked(_API_KEY_AUTHENTICATE, [prefix, digest])
     if row is not None and row[3] == digest and row[7] is None:
-        setattr(connection, _STATE_ATTRIBUTE, (str(int(row[8])), False))
-        setattr(connection, _EXPIRED_ATTRIBUTE, False)
+        state = (str(int(row[8])), False)
+        setattr(connection, _REQUEST_ATTRIBUTE, state)
+        _session_context[connection.connection] = state  # the session the statement ran on
     else:
         settle()  # nothing was opened: this request must not see the previous one's rows
     return row
@@ -145,20 +174,21 @@ def _settle_first(
 
 
 def _on_connection_created(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """A new session starts with no context of its own: it is given the current request's
+    (a connection replaced in the middle of a request serves that request) or the default,
+    before any statement of the request runs on it."""
     if connection.vendor != "postgresql" or connection.alias != "default":
         return
-    setattr(connection, _STATE_ATTRIBUTE, None)
     if _settle_first not in connection.execute_wrappers:
         connection.execute_wrappers.append(_settle_first)
-    _apply(connection, *_default_state())
+    _set(connection, _wanted(connection))
 
 
 def _on_request_finished(sender: Any, **kwargs: Any) -> None:
     """The finished request's context expires: no round trip now (see the module doc)."""
-    if connection.vendor != "postgresql" or connection.connection is None:
+    if connection.vendor != "postgresql":
         return
-    if getattr(connection, _STATE_ATTRIBUTE, None) != _default_state():
-        setattr(connection, _EXPIRED_ATTRIBUTE, True)
+    setattr(connection, _REQUEST_ATTRIBUTE, None)
 
 
 def connect_signals() -> None:

@@ -110,6 +110,9 @@ class TestDatabaseUnavailable:
         assert not get_user_model().objects.filter(username=HALF_WRITTEN).exists()
 
     def test_it_is_logged_as_a_warning_with_the_cause(self, api_client, caplog):
+        from apps.common.capacity import outage
+
+        outage.end()  # a healthy period before: this failure begins an outage
         api_client.get("/test/plain-failing", HTTP_X_REQUEST_ID="db-down-1")
         (record,) = [r for r in caplog.records if r.name == "apps.common.capacity"]
         assert record.levelname == "WARNING"

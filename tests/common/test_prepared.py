@@ -244,3 +244,78 @@ def test_a_connection_keeps_a_bounded_number_of_prepared_statements(db, monkeypa
     }
     assert fetchone_checked("SELECT %s::int + 4", [2]) == (6,)  # still prepared: reused
     assert prepared_statement_names() == names
+
+
+def _probe_table() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE guard_probe (n int)")
+
+
+def _probe_rows() -> list[tuple[int]]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT n FROM guard_probe")
+        return cursor.fetchall()
+
+
+def _through_djangos_cursor() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _through_the_orm() -> None:
+    from apps.tenancy.models import Org
+
+    Org.objects.count()
+
+
+def _through_this_module() -> None:
+    fetchone_checked("SELECT %s::int", [1])
+
+
+def _a_nested_pipeline() -> None:
+    with pipelined_transaction() as new:
+        new().execute("SELECT 1", [])
+
+
+def _an_event(cast) -> None:
+    from apps.common import outbound
+
+    outbound.emit(org_id=cast.acme.pk, event_type="quota.threshold", payload=dict)
+
+
+@pytest.mark.parametrize(
+    "intruder",
+    [
+        _through_djangos_cursor,
+        _through_the_orm,
+        _through_this_module,
+        _a_nested_pipeline,
+        _an_event,
+    ],
+)
+def test_any_other_statement_inside_a_pipeline_is_a_programming_error(cast, intruder) -> None:
+    """Not a database error (that would be answered 503, on every retry): the block
+    raises StatementInPipeline, rolls back what it sent, and the connection stays usable."""
+    from apps.common.prepared import StatementInPipeline
+    from apps.events.services import forget_subscribers
+
+    forget_subscribers()  # the event sink asks the database who subscribes
+    _probe_table()
+
+    def intruding() -> None:
+        with pipelined_transaction() as new:
+            new().execute("INSERT INTO guard_probe VALUES (%s)", [1])
+            if intruder is _an_event:
+                intruder(cast)
+            else:
+                intruder()
+
+    with pytest.raises(StatementInPipeline):
+        intruding()
+    assert connection.connection.pgconn.pipeline_status == 0
+    assert connection.connection.info.transaction_status == 0
+    assert _probe_rows() == []
+    assert fetchone_checked("SELECT %s::int", [3]) == (3,)
+    with pipelined_transaction() as new:
+        new().execute("INSERT INTO guard_probe VALUES (%s)", [2])
+    assert _probe_rows() == [(2,)]
