@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from blake3 import blake3
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -44,6 +45,22 @@ from apps.tenancy.models import ApiKey, Org
 _APPROVAL_BLOCKS = ("approver_decision", "multi_approval")
 # Members the binding check ignores: the self hash and a relayed time anchor.
 _UNBOUND = ("action_hash", "time_anchor")
+
+
+# The mirror's lookup columns (workflow, agent_identity, rule_id, session_id) hold at most
+# this many characters; the receipt's own text keeps every value whole.
+INDEXED_MAX_CHARS = 200
+_INDEXED_PREFIX_CHARS = INDEXED_MAX_CHARS - 65  # then "…" and the 64-hex digest
+
+
+def indexed_text(value: str) -> str:
+    """``value`` as a lookup column stores it: whole when it fits, else its first 135
+    characters, "…" and the BLAKE3 hex of the whole value, so two long values that share
+    a prefix stay apart (session continuity compares them). Every push route stores and
+    looks up through this one function, so a single push and a batch store the same row."""
+    if len(value) <= INDEXED_MAX_CHARS:
+        return value
+    return value[:_INDEXED_PREFIX_CHARS] + "…" + blake3(value.encode()).hexdigest()
 
 
 # What _plan_append refuses with, always before the append writes anything.
@@ -191,8 +208,9 @@ class _RelatedIndex:
         if receipt.action_hash in self._by_hash:
             found.append(self._by_hash[receipt.action_hash])
         if receipt.session_id and receipt.seq is not None:
+            session_id = indexed_text(receipt.session_id)
             for seq in (receipt.seq, receipt.seq - 1):
-                found += self._by_position.get((receipt.session_id, seq), [])
+                found += self._by_position.get((session_id, seq), [])
         return found
 
 
@@ -202,7 +220,7 @@ def _related_keys(receipt: DecodedReceipt) -> dict[str, Any]:
     has_block = bool(receipt.session_id) and receipt.seq is not None
     return {
         "action_hash": receipt.action_hash,
-        "session_id": receipt.session_id if has_block else None,
+        "session_id": indexed_text(receipt.session_id or "") if has_block else None,
         "session_seq": receipt.seq if has_block else None,
     }
 
@@ -323,15 +341,15 @@ def _plan_append(
         "chain_hash": entry_chain_hash,
         "received_at": context.now,
         "api_key_id": context.api_key_id,
-        "session_id": session_id or "",
+        "session_id": indexed_text(session_id or ""),
         "session_seq": session_seq if session_id else None,
         "link_hash": link_hash(content),
         "operator_key": receipt.operator_public_key or "",
-        "agent_identity": content["agent_identity"],
-        "workflow": action["workflow"],
+        "agent_identity": indexed_text(content["agent_identity"]),
+        "workflow": indexed_text(action["workflow"]),
         "verb": action["verb"],
         "decision_path": policy["decision_path"],
-        "rule_id": policy["rule_id"],
+        "rule_id": indexed_text(policy["rule_id"]),
     }  # fmt: skip
     advanced = LockedHead(
         size=seq, head=entry_chain_hash, month=context.month, month_count=month_count
