@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from blake3 import blake3
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -29,6 +28,7 @@ from apps.receipts.append_sql import (
     RelatedEntry,
     append_transaction,
 )
+from apps.receipts.columns import indexed_text
 from apps.receipts.errors import (
     ChainConstraint,
     QuotaExceeded,
@@ -45,22 +45,6 @@ from apps.tenancy.models import ApiKey, Org
 _APPROVAL_BLOCKS = ("approver_decision", "multi_approval")
 # Members the binding check ignores: the self hash and a relayed time anchor.
 _UNBOUND = ("action_hash", "time_anchor")
-
-
-# The mirror's lookup columns (workflow, agent_identity, rule_id, session_id) hold at most
-# this many characters; the receipt's own text keeps every value whole.
-INDEXED_MAX_CHARS = 200
-_INDEXED_PREFIX_CHARS = INDEXED_MAX_CHARS - 65  # then "…" and the 64-hex digest
-
-
-def indexed_text(value: str) -> str:
-    """``value`` as a lookup column stores it: whole when it fits, else its first 135
-    characters, "…" and the BLAKE3 hex of the whole value, so two long values that share
-    a prefix stay apart (session continuity compares them). Every push route stores and
-    looks up through this one function, so a single push and a batch store the same row."""
-    if len(value) <= INDEXED_MAX_CHARS:
-        return value
-    return value[:_INDEXED_PREFIX_CHARS] + "…" + blake3(value.encode()).hexdigest()
 
 
 # What _plan_append refuses with, always before the append writes anything.
@@ -118,6 +102,8 @@ class BatchItem:
 
     receipt: DecodedReceipt
     trust_level: str
+    # The key whose signature gives a decision link its authority (server.md §1), if any.
+    decision_signer: str | None = None
 
 
 BatchResult = AppendOutcome | ChainConstraint | QuotaExceeded

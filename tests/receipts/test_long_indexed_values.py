@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from apps.receipts.columns import indexed_text
 from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import mirror_chain_check
-from apps.receipts.services import indexed_text
 from tests.receipts.conftest import Pusher
 from tests.receipts.factories import Agent
 from tests.teampath_fixtures import TeamPathCaller
@@ -134,4 +134,3 @@ def test_a_fork_of_a_long_id_session_inside_one_batch_is_refused_in_its_slot(cas
     results = acme.batch([*chain, fork]).json()
     assert [result["accepted"] for result in results] == [True, True, False]
     assert "fork" in results[2]["rejectionReason"]
-
