@@ -102,8 +102,6 @@ class BatchItem:
 
     receipt: DecodedReceipt
     trust_level: str
-    # The key whose signature gives a decision link its authority (server.md §1), if any.
-    decision_signer: str | None = None
 
 
 BatchResult = AppendOutcome | ChainConstraint | QuotaExceeded

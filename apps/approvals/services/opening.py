@@ -22,6 +22,7 @@ from apps.approvals.models import (
 )
 from apps.approvals.selectors import approval_resolve
 from apps.approvals.services.history import approval_event
+from apps.approvals.services.lifecycle import approval_answer_mirrored_links
 from apps.approvals.services.suspension import adopt_content, known_content, merge_ticket_opened
 from apps.common import metrics
 from apps.common.errors import InvalidInput
@@ -37,6 +38,7 @@ _CONTEXT_MAX_BYTES = 16 * 1024
 class Opened:
     approval: Approval
     created: bool  # the answer is 201: a new approval, or the first explicit open
+    inserted: bool = False  # a new approval row (not the first explicit open of one)
 
 
 def _display_context(matched_conditions: Any, scope: str) -> dict[str, Any]:
@@ -136,7 +138,7 @@ def _create(
         # A concurrent open of the same action won; answer as a re-open.
         return Opened(Approval.objects.get(org=org, action_hash=action_hash), False)
     metrics.approval_transition(ApprovalStatus.PENDING)
-    return Opened(approval, True)
+    return Opened(approval, True, inserted=True)
 
 
 def _reopen(
@@ -246,6 +248,10 @@ def approval_open_for_suspended(
     if missing and approval.action_hash == content["action_hash"]:
         approval.producer_keys = sorted({*approval.producer_keys, *missing})
         approval.save(update_fields=["producer_keys"])
+    if opened.inserted:
+        # A client that flushed its session's links before opening: they answer it now.
+        approval_answer_mirrored_links(org=org, approval=approval)
+        approval.refresh_from_db()
     return opened
 
 
