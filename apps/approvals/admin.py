@@ -221,6 +221,7 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
             + (" with its co-signed leg" if vote.record else " (no leg yet)")
             + (" (key since revoked)" if vote.approver_key.revoked_at else "")
             + (f": {vote.reason}" if vote.reason else "")
+            + (f" [set aside, not counted: {vote.set_aside_reason}]" if vote.set_aside_at else "")
             for vote in obj.votes.select_related("approver_key")
         ]
         events = [

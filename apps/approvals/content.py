@@ -23,6 +23,19 @@ def is_suspended(content: dict[str, Any]) -> bool:
     )
 
 
+# The members of an action that name "the same action" across a session's lifecycle links
+# (receipts.md §13.3, the action-spec hash): absent members count as null.
+_ACTION_SPEC = ("verb", "domain", "action", "tool_name", "target_host", "workflow", "account",
+                "fields")  # fmt: skip
+
+
+def action_spec(content: dict[str, Any]) -> dict[str, Any]:
+    """What a lifecycle link and the suspended receipt it answers have in common."""
+    action = content.get("action")
+    members = action if isinstance(action, dict) else {}
+    return {name: members.get(name) for name in _ACTION_SPEC}
+
+
 def ticket_hash(content: dict[str, Any]) -> str:
     """The suspend ticket the SDK hands its user for ``content`` (server.md §6): the content
     hash (receipts.md §4-§5) with ``agent_identity`` empty, as before the operator's key

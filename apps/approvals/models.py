@@ -56,6 +56,9 @@ class ApprovalStatus(models.TextChoices):
     APPROVED = "approved", "Approved"
     REJECTED = "rejected", "Rejected"
     EXPIRED = "expired", "Expired"  # team-path only: past expiresAt with nobody deciding
+    # Closed by the agent's own decision link that no registered approver key signed (a
+    # heso.gated session deciding locally): no human approval is recorded, no vote is taken.
+    DECIDED_LOCALLY = "decided_locally", "Decided locally (unsigned)"
 
 
 class ApprovalFlag(models.TextChoices):
@@ -104,6 +107,13 @@ class Approval(models.Model):
     # Opened by a suspended push with defaults; the first explicit open may still set the
     # threshold and rule (nobody can have voted yet).
     provisional = models.BooleanField(default=False)
+    # The suspended content's chain position: how a session's later lifecycle links (the
+    # decision, the completion) find the approval they answer. Bounded like the mirror's.
+    session_id = models.CharField(max_length=200, blank=True, default="")
+    session_seq = models.BigIntegerField(null=True, blank=True)
+    # The kind of the unsigned lifecycle link that closed it (status decided_locally):
+    # approved, denied, expired or completed; "" otherwise.
+    local_decision = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
 
@@ -118,6 +128,11 @@ class Approval(models.Model):
                 condition=~models.Q(ticket_hash=""),
             ),
             models.Index(fields=["org", "status", "created_at"], name="approval_org_status"),
+            models.Index(
+                fields=["org", "session_id", "session_seq"],
+                name="approval_org_session",
+                condition=~models.Q(session_id=""),
+            ),
             models.Index(
                 fields=["expires_at"],
                 name="approval_pending_expiry",
@@ -181,11 +196,17 @@ class ApprovalVote(models.Model):
     co_sig_b64 = models.CharField(max_length=100, blank=True, default="")
     reason = models.TextField(blank=True, default="")  # display only, as the approver gave it
     voted_at = models.DateTimeField()
+    # A vote cast on a provisional approval under terms the explicit open then changed: kept
+    # (its nonce stays spent, the history says why), never counted; its key may vote again.
+    set_aside_at = models.DateTimeField(null=True, blank=True)
+    set_aside_reason = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["approval", "approver_public_key"], name="approval_vote_once_per_key"
+                fields=["approval", "approver_public_key"],
+                name="approval_vote_once_per_key",
+                condition=models.Q(set_aside_at__isnull=True),
             )
         ]
         ordering = ["voted_at", "id"]

@@ -8,12 +8,15 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.approvals.content import signed_approval_block
+from apps.approvals.content import action_spec, signed_approval_block
 from apps.approvals.errors import AmbiguousTicket, ApprovalNotFound
-from apps.approvals.models import Approval, ApproverKey
+from apps.approvals.models import Approval, ApprovalStatus, ApprovalVote, ApproverKey
+from apps.receipts.columns import indexed_text
 from apps.receipts.models import MirrorEntry
+from apps.receipts.verifier import link_hash
 from apps.tenancy.models import Org
 
 
@@ -98,3 +101,92 @@ def mirrored_content(*, org: Org, action_hash: str) -> dict[str, Any] | None:
         return None
     content: dict[str, Any] = orjson.loads(text)["content"]
     return content
+
+
+def counted_votes(approval: Approval) -> QuerySet[ApprovalVote]:
+    """The votes that count: every vote but those set aside when an explicit open changed
+    the terms they were cast under (those stay in the history)."""
+    return approval.votes.filter(set_aside_at__isnull=True)
+
+
+def approval_api_status(approval: Approval) -> str:
+    """The status the APIs report, within the values each profile documents (``pending``,
+    ``approved``, ``rejected``; team-path also ``expired``): an approval the agent closed
+    with its own unsigned decision reports ``rejected`` (no human approval is recorded and
+    no vote will be taken), its ``local_decision`` said beside it."""
+    if approval.status == ApprovalStatus.DECIDED_LOCALLY:
+        return ApprovalStatus.REJECTED.value
+    return str(approval.status)
+
+
+# The outcomes team-path reports (an approval the agent closed locally reports rejected).
+TEAMPATH_OUTCOMES = [
+    ApprovalStatus.PENDING.value,
+    ApprovalStatus.APPROVED.value,
+    ApprovalStatus.REJECTED.value,
+    ApprovalStatus.EXPIRED.value,
+]
+
+
+def approval_outcome(approval: Approval) -> str:
+    """Team-path's ``ApprovalOutcome``: the status as the APIs report it, except that an
+    approval nobody decided is ``expired`` once past ``expiresAt`` (whatever its
+    ``on_timeout``: server.md §6)."""
+    decided = approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED) and (
+        counted_votes(approval).exists()
+    )
+    if decided or approval.status == ApprovalStatus.DECIDED_LOCALLY:
+        return approval_api_status(approval)
+    if approval.expires_at is not None and timezone.now() > approval.expires_at:
+        return ApprovalStatus.EXPIRED.value
+    return approval.status
+
+
+# How far back along a session's chain a lifecycle link may answer a suspension (the
+# escalations between a suspension and its decision, then the decision before a completion).
+_LINK_WALK_MAX = 16
+
+
+def approval_for_lifecycle_link(*, org: Org, content: dict[str, Any]) -> Approval | None:
+    """The approval a session's lifecycle link (a decision, an escalation, a completion)
+    answers: the nearest earlier suspension of the same action in the same session whose
+    link hash the link's chain leads back to (receipts.md §13), through the mirrored links
+    between them. None when the link answers no approval of ``org``."""
+    session_id, seq = content.get("session_id"), content.get("seq")
+    if not isinstance(session_id, str) or not session_id or not isinstance(seq, int):
+        return None
+    stored_session = indexed_text(session_id)
+    spec = action_spec(content)
+    candidates = Approval.objects.filter(
+        org=org,
+        session_id=stored_session,
+        session_seq__lt=seq,
+        session_seq__gte=seq - _LINK_WALK_MAX,
+    ).order_by("-session_seq")
+    for approval in candidates:
+        suspended: dict[str, Any] = orjson.loads(approval.suspended_content)
+        if action_spec(suspended) != spec:
+            continue
+        if _chain_reaches(org, stored_session, content, approval.session_seq, link_hash(suspended)):
+            return approval
+    return None
+
+
+def _chain_reaches(
+    org: Org, session_id: str, content: dict[str, Any], target_seq: int | None, target: str
+) -> bool:
+    """Whether ``content``'s chain leads back to the link ``target`` at ``target_seq``,
+    through the org's mirrored links of the session."""
+    seq, previous = content["seq"], content.get("prev_receipt_hash")
+    while target_seq is not None and seq - 1 > target_seq:
+        text = (
+            MirrorEntry.objects.filter(
+                org=org, session_id=session_id, session_seq=seq - 1, link_hash=previous
+            )
+            .values_list("receipt", flat=True)
+            .first()
+        )
+        if text is None:
+            return False
+        seq, previous = seq - 1, orjson.loads(text)["content"].get("prev_receipt_hash")
+    return seq - 1 == target_seq and previous == target

@@ -367,6 +367,15 @@ def _approvals(org: Org, rows: QuerySet[MirrorEntry]) -> Iterator[dict[str, Any]
                     "leg": {"record": vote.record, "co_sig_b64": vote.co_sig_b64}
                     if vote.record
                     else None,
+                    # A vote the explicit open set aside: kept, never counted.
+                    **(
+                        {
+                            "set_aside_at": _iso(vote.set_aside_at),
+                            "set_aside_reason": vote.set_aside_reason,
+                        }
+                        if vote.set_aside_at
+                        else {}
+                    ),
                 }
                 for vote in approval.votes.all()
             ],

@@ -35,7 +35,10 @@ _APPROVAL_MEMBERS: Schema = {
     "approval_id": {"type": "string", "example": "apr_3k2…"},
     "action_hash": _HASH,
     "ticket_hash": {**_HASH, "nullable": True, "description": "The suspend ticket, once known."},
-    "status": {"type": "string", "enum": ["pending", "approved", "rejected", "expired"]},
+    "status": {
+        "type": "string",
+        "enum": ["pending", "approved", "rejected", "expired", "decided_locally"],
+    },
     "threshold": {"type": "integer", "minimum": 1},
     "approved_count": {"type": "integer", "minimum": 0},
     "rule_id": _NSTR,
@@ -108,11 +111,16 @@ _PAYLOADS: dict[str, Schema] = {
     ),
     "ApprovalDecidedEvent": _approval(
         {
-            "outcome": {"type": "string", "enum": ["approved", "rejected", "expired"]},
-            "reason": {"type": "string", "enum": ["votes", "expired"]},
+            "outcome": {
+                "type": "string",
+                "enum": ["approved", "rejected", "expired", "decided_locally"],
+            },
+            "reason": {"type": "string", "enum": ["votes", "expired", "decision_link"]},
         },
         ["outcome", "reason"],
-        "The approval is settled: by votes, or by its expiry (`on_timeout` deny: rejected).",
+        "The approval is settled: by votes, by its expiry (`on_timeout` deny: rejected), or "
+        "closed by the agent's own unsigned decision link (`decided_locally`: no human "
+        "decision recorded).",
     ),
     "ReceiptRefusedEvent": _obj(
         {

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.approvals.models import Approval, ApprovalStatus, ApproverKey, VoteDecision
-from apps.approvals.selectors import approval_roster
+from apps.approvals.selectors import approval_roster, counted_votes
 from apps.common.errors import DomainError, InvalidJson, PayloadTooLarge
 from apps.common.json_body import parse_json_body, read_json_bytes
 from apps.common.request_guard import answers_json
@@ -107,7 +107,7 @@ def _votes(approval: Approval, roster: list[str]) -> list[dict[str, Any]]:
             "voted_at": vote.voted_at.isoformat(),
             "with_leg": bool(vote.record),
         }
-        for vote in approval.votes.all()
+        for vote in counted_votes(approval)
     ]
 
 
@@ -168,7 +168,8 @@ def approval_outcome(approval: Approval) -> dict[str, Any]:
         "lane": approval.lane,
         "eligible": len(approval_roster(approval)),
         "approved_count": approval.approved_count,
-        "rejected_count": approval.votes.filter(decision=VoteDecision.REJECTED).count(),
+        "rejected_count": counted_votes(approval).filter(decision=VoteDecision.REJECTED).count(),
+        "local_decision": approval.local_decision,
     }
 
 

@@ -29,6 +29,7 @@ from apps.receipts.append_sql import (
     RelatedEntry,
     append_transaction,
 )
+from apps.receipts.columns import indexed_text
 from apps.receipts.errors import (
     ChainConstraint,
     QuotaExceeded,
@@ -238,8 +239,9 @@ class _RelatedIndex:
         if receipt.action_hash in self._by_hash:
             found.append(self._by_hash[receipt.action_hash])
         if receipt.session_id and receipt.seq is not None:
+            session_id = indexed_text(receipt.session_id)
             for seq in (receipt.seq, receipt.seq - 1):
-                found += self._by_position.get((receipt.session_id, seq), [])
+                found += self._by_position.get((session_id, seq), [])
         return found
 
 
@@ -249,7 +251,7 @@ def _related_keys(receipt: DecodedReceipt) -> dict[str, Any]:
     has_block = bool(receipt.session_id) and receipt.seq is not None
     return {
         "action_hash": receipt.action_hash,
-        "session_id": receipt.session_id if has_block else None,
+        "session_id": indexed_text(receipt.session_id or "") if has_block else None,
         "session_seq": receipt.seq if has_block else None,
     }
 
@@ -374,15 +376,15 @@ def _plan_append(
         "chain_hash": entry_chain_hash,
         "received_at": context.now,
         "api_key_id": context.api_key_id,
-        "session_id": session_id or "",
+        "session_id": indexed_text(session_id or ""),
         "session_seq": session_seq if session_id else None,
         "link_hash": link_hash(content),
         "operator_key": receipt.operator_public_key or "",
-        "agent_identity": content["agent_identity"],
-        "workflow": action["workflow"],
+        "agent_identity": indexed_text(content["agent_identity"]),
+        "workflow": indexed_text(action["workflow"]),
         "verb": action["verb"],
         "decision_path": policy["decision_path"],
-        "rule_id": policy["rule_id"],
+        "rule_id": indexed_text(policy["rule_id"]),
     }  # fmt: skip
     advanced = LockedHead(
         size=seq, head=entry_chain_hash, month=context.month, month_count=month_count

@@ -325,14 +325,3 @@ def test_the_sdks_open_after_its_push_sets_the_quorum_threshold(
         "/v1/approvals", {"action_hash": action_hash, "threshold": 3}, format="json"
     )
     assert again.json()["threshold"] == 2
-
-
-def test_a_provisional_approval_with_a_vote_keeps_its_threshold(
-    cast, suspended, sdk_client, approvers
-) -> None:
-    content = suspended["content"]
-    submit(sdk_client, content["action_hash"], content, approvers[2].token(content, scope=SCOPE))
-    opened = sdk_client.post(
-        "/v1/approvals", {"action_hash": content["action_hash"], "threshold": 2}, format="json"
-    )
-    assert (opened.json()["threshold"], opened.json()["status"]) == (1, "approved")

@@ -7,21 +7,22 @@ import binascii
 from http import HTTPStatus
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import KeyScopedSdkApi
 from apps.api.serializers import (
+    BaseOutputSerializer,
     HashField,
     IsoDateTimeField,
     JsonObjectField,
     StrictCharField,
     raw_body_members,
 )
-from apps.approvals.models import ApprovalStatus
-from apps.approvals.selectors import approval_get
+from apps.approvals.models import Approval, ApprovalStatus
+from apps.approvals.selectors import approval_api_status, approval_get
 from apps.approvals.services import (
     approval_assembly,
     approval_open,
@@ -47,15 +48,31 @@ from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 
-class ApprovalViewSerializer(serializers.Serializer[Any]):
+class ApprovalViewSerializer(BaseOutputSerializer):
     """The approval as every key-scoped approval route answers it."""
+
+    omit_when_empty = ("decided_locally",)
 
     approval_id = serializers.CharField(help_text='`"apr_"` + random')
     action_hash = HashField()
-    status = serializers.ChoiceField(ApprovalStatus.choices)
+    status = serializers.SerializerMethodField()
     threshold = serializers.IntegerField(min_value=1)
     approved_count = serializers.IntegerField(min_value=0)
     resolved_at = IsoDateTimeField(allow_null=True, help_text="null while pending")
+    decided_locally = serializers.CharField(
+        source="local_decision",
+        required=False,
+        help_text="Only when the agent's own unsigned lifecycle link closed it (status "
+        "`rejected`: no human decision is recorded): that link's kind, `approved`, "
+        "`denied`, `expired` or `completed`.",
+    )
+
+    @extend_schema_field(
+        {"type": "string", "enum": [ApprovalStatus.PENDING, ApprovalStatus.APPROVED,
+                                    ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED]}
+    )  # fmt: skip
+    def get_status(self, approval: Approval) -> str:
+        return approval_api_status(approval)
 
     class Meta:
         ref_name = "ApprovalView"

@@ -22,7 +22,6 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -40,7 +39,12 @@ from apps.api.teampath.base import TeamPathApi
 from apps.approvals.content import is_suspended
 from apps.approvals.errors import ReceiptNotSuspended
 from apps.approvals.models import Approval, ApprovalStatus, VoteDecision
-from apps.approvals.selectors import approval_get_by_id
+from apps.approvals.selectors import (
+    TEAMPATH_OUTCOMES,
+    approval_get_by_id,
+    approval_outcome,
+    counted_votes,
+)
 from apps.approvals.services import (
     approval_open_with_access_token,
     approval_vote_with_token,
@@ -52,19 +56,6 @@ from apps.tenancy.models import Scope
 from apps.tenancy.permissions import scope_required, sdk_principal
 
 ROUTING_HINT_MAX_CHARS = 200
-
-
-def approval_outcome(approval: Approval) -> str:
-    """``ApprovalOutcome``: the status, except that an approval nobody decided is
-    ``expired`` once past ``expiresAt`` (whatever its ``on_timeout``: server.md §6)."""
-    decided = approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED) and (
-        approval.votes.exists()
-    )
-    if decided:
-        return approval.status
-    if approval.expires_at is not None and timezone.now() > approval.expires_at:
-        return ApprovalStatus.EXPIRED.value
-    return approval.status
 
 
 class ApprovalVoteSerializer(serializers.Serializer[Any]):
@@ -95,6 +86,10 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
     expiresAt = Rfc3339Field(source="expires_at", allow_null=True)
     decidedAt = Rfc3339Field(source="resolved_at", allow_null=True)
     votes = serializers.SerializerMethodField()
+    decidedLocally = serializers.SerializerMethodField(
+        help_text="The kind of the agent's own unsigned lifecycle link that closed it "
+        "(outcome `rejected`: no human decision is recorded); null otherwise."
+    )
 
     class Meta:
         ref_name = "Approval"
@@ -114,14 +109,19 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
     @extend_schema_field({"type": "string", "nullable": True})
     def get_approverPublicKey(self, approval: Approval) -> str | None:
         outcome = approval_outcome(approval)
-        votes = list(approval.votes.all())
+        votes = list(counted_votes(approval))
         if not votes or outcome in (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED):
             return None
         return votes[-1].approver_public_key
 
-    @extend_schema_field({"type": "string", "enum": ApprovalStatus.values})
+    @extend_schema_field({"type": "string", "enum": TEAMPATH_OUTCOMES})
     def get_outcome(self, approval: Approval) -> str:
         return approval_outcome(approval)
+
+    @extend_schema_field({"type": "string", "nullable": True, "enum": [
+        "approved", "denied", "expired", "completed", None]})  # fmt: skip
+    def get_decidedLocally(self, approval: Approval) -> str | None:
+        return approval.local_decision or None
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_routingHint(self, approval: Approval) -> str | None:
@@ -129,7 +129,7 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(ApprovalVoteSerializer(many=True))
     def get_votes(self, approval: Approval) -> list[dict[str, Any]]:
-        return list(ApprovalVoteSerializer(approval.votes.all(), many=True).data)
+        return list(ApprovalVoteSerializer(counted_votes(approval), many=True).data)
 
 
 APPROVAL_ID_PARAMETER = path_parameter("approval_id", "The id returned on opening.")
@@ -227,7 +227,7 @@ class ApprovalPollApi(TeamPathApi):
     class OutputSerializer(BaseOutputSerializer):
         omit_when_empty = ("approval",)
 
-        outcome = serializers.ChoiceField(ApprovalStatus.choices)
+        outcome = serializers.ChoiceField([(value, value) for value in TEAMPATH_OUTCOMES])
         approval = ApprovalRecordSerializer(required=False, help_text="Present once settled.")
 
         class Meta:

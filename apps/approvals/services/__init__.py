@@ -9,6 +9,8 @@ named ``<entity>_<action>``; callers import from here.
 - ``expiry``: applying the signed ``on_timeout`` outcome (the sweep, and the vote path);
 - ``voting``: the one vote path (both profiles and the console), legs, assembly;
 - ``history``: the approval's history rows;
+- ``lifecycle``: a session's lifecycle links (decision, completion) answering the approval
+  its suspension opened;
 Reads (an approval, its eligible approvers and roster) are in ``apps.approvals.selectors``,
 pure functions of suspended content in ``apps.approvals.content``.
 - ``intake``: receipt intake, the SDK's push (verify, count a refusal, append, open the

@@ -50,6 +50,8 @@ def _outbound(
         return [("approval.decided", {"outcome": detail.get("status"), "reason": "votes"})]
     if kind == "expired":
         return [("approval.decided", {"outcome": detail.get("outcome"), "reason": "expired"})]
+    if kind == "decided_locally":
+        return [("approval.decided", {"outcome": "decided_locally", "reason": "decision_link"})]
     return []
 
 

@@ -13,12 +13,15 @@ receipt opens an approval; the mirror below knows nothing of either. The HTTP la
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import NoReturn, get_args
 
 from django.db import transaction
 
 from apps.approvals.content import is_suspended
 from apps.approvals.services.keys import mirror_trust_level
+from apps.approvals.services.lifecycle import ANSWERING_KINDS, approval_answer_link
 from apps.approvals.services.opening import approval_open_for_suspended
 from apps.common.errors import InvalidInput
 from apps.receipts.errors import (
@@ -46,6 +49,14 @@ VERIFY_REFUSALS = (InvalidInput, ReceiptMalformed, ReceiptRejected)
 IntakeOutcome = AppendOutcome | ReceiptRefusal
 
 
+@dataclass(frozen=True)
+class VerifiedReceipt(BatchItem):
+    """A verified receipt as intake hands it on: what the mirror appends, and the key whose
+    signature gives a decision link its authority (server.md §1), if any."""
+
+    decision_signer: str | None = None
+
+
 def claimed_action_hash(receipt: JsonValue) -> str:
     """The ``content.action_hash`` a receipt claims, or "" when it has none to read (how a
     refusal names its receipt; for a verified receipt it is its action hash)."""
@@ -56,7 +67,7 @@ def claimed_action_hash(receipt: JsonValue) -> str:
     return claimed if isinstance(claimed, str) else ""
 
 
-def receipt_verify(receipt: JsonValue, *, org: Org, count_refusal: bool = True) -> BatchItem:
+def receipt_verify(receipt: JsonValue, *, org: Org, count_refusal: bool = True) -> VerifiedReceipt:
     """The receipt verified, with the trust level the mirror stores for it in ``org``; or
     its refusal: ``InvalidInput`` when it is not an object with a ``content`` object,
     ``ReceiptMalformed`` when it does not decode, ``ReceiptRejected`` for any other verdict
@@ -75,8 +86,10 @@ def receipt_verify(receipt: JsonValue, *, org: Org, count_refusal: bool = True) 
         named = verdict.receipt.action_hash if verdict.receipt is not None else ""
         refusal = ReceiptRejected(verdict.kind, verdict.detail, action_hash=named)
         _refuse(refusal, org, counted=count_refusal)
-    return BatchItem(
-        receipt=verdict.receipt, trust_level=mirror_trust_level(org=org, verdict=verdict)
+    return VerifiedReceipt(
+        receipt=verdict.receipt,
+        trust_level=mirror_trust_level(org=org, verdict=verdict),
+        decision_signer=verdict.decision_signer,
     )
 
 
@@ -109,16 +122,32 @@ def receipt_intake(
     refusal)."""
     item = receipt_verify(receipt, org=org)
     content = item.receipt.content
-    if not (open_approval and is_suspended(content)):
+    opens = open_approval and is_suspended(content)
+    if not (opens or _answers_a_suspension(item)):
         return _append(org, item, api_key, supersedes_action_hash)
     with transaction.atomic():
         outcome = _append(org, item, api_key, supersedes_action_hash)
-        if outcome.appended:
+        if outcome.appended and opens:
             operator = item.receipt.operator_public_key
             approval_open_for_suspended(
                 org=org, content=content, operator_keys=[operator] if operator else []
             )
+        elif outcome.appended:
+            _answer(org, item)
     return outcome
+
+
+def _answers_a_suspension(item: VerifiedReceipt) -> bool:
+    """A lifecycle link that may answer a suspension: a decision, an escalation, a
+    completion, in a session (see ``apps.approvals.services.lifecycle``)."""
+    return item.receipt.kind in ANSWERING_KINDS and bool(item.receipt.session_id)
+
+
+def _answer(org: Org, item: VerifiedReceipt) -> None:
+    approval_answer_link(
+        org=org, content=item.receipt.content, trust_level=item.trust_level,
+        decision_signer=item.decision_signer,
+    )  # fmt: skip
 
 
 def receipt_intake_batch(
@@ -127,7 +156,7 @@ def receipt_intake_batch(
     """Several receipts, one outcome per position in the order given: each is verified on
     its own (a bad one never blocks the others), the valid ones appended in order under one
     lock (contiguous ``seq``); a chain or quota refusal takes its receipt's place."""
-    checked: list[BatchItem | ReceiptRefusal] = []
+    checked: list[VerifiedReceipt | ReceiptRefusal] = []
     counted: list[tuple[str, str]] = []  # the verdict refusals, counted together
     for receipt in receipts:
         try:
@@ -137,8 +166,16 @@ def receipt_intake_batch(
             if not isinstance(refusal, InvalidInput):  # not a receipt: nothing to count
                 counted.append(_counted(refusal))
     refusals_record(org=org, refusals=counted)
-    items = [item for item in checked if isinstance(item, BatchItem)]
-    appended = iter(receipt_append_batch(org=org, items=items, api_key=api_key))
+    items = [item for item in checked if isinstance(item, VerifiedReceipt)]
+    answering = {id(item) for item in items if _answers_a_suspension(item)}
+    # A link answering a suspension changes its approval in the transaction that appends
+    # it; a batch without one keeps the append's own (pipelined) transaction.
+    with transaction.atomic() if answering else nullcontext():
+        results = receipt_append_batch(org=org, items=items, api_key=api_key)
+        for item, result in zip(items, results, strict=True):
+            if isinstance(result, AppendOutcome) and result.appended and id(item) in answering:
+                _answer(org, item)
+    appended = iter(results)
     return [next(appended) if isinstance(item, BatchItem) else item for item in checked]
 
 

@@ -22,6 +22,7 @@ from apps.approvals.models import (
 )
 from apps.approvals.selectors import approval_resolve
 from apps.approvals.services.history import approval_event
+from apps.approvals.services.lifecycle import approval_answer_mirrored_links
 from apps.approvals.services.suspension import adopt_content, known_content, merge_ticket_opened
 from apps.common import metrics
 from apps.common.errors import InvalidInput
@@ -37,6 +38,7 @@ _CONTEXT_MAX_BYTES = 16 * 1024
 class Opened:
     approval: Approval
     created: bool  # the answer is 201: a new approval, or the first explicit open
+    inserted: bool = False  # a new approval row (not the first explicit open of one)
 
 
 def _display_context(matched_conditions: Any, scope: str) -> dict[str, Any]:
@@ -136,7 +138,7 @@ def _create(
         # A concurrent open of the same action won; answer as a re-open.
         return Opened(Approval.objects.get(org=org, action_hash=action_hash), False)
     metrics.approval_transition(ApprovalStatus.PENDING)
-    return Opened(approval, True)
+    return Opened(approval, True, inserted=True)
 
 
 def _reopen(
@@ -161,9 +163,12 @@ def _reopen(
         created = True
         locked.provisional = False
         changed.append("provisional")
+        rule = (rule_id or locked.rule_id)[:200]
+        if (threshold, rule) != (locked.threshold, locked.rule_id):
+            changed += _set_aside_approving_votes(locked, threshold=threshold, rule_id=rule)
         if locked.status == ApprovalStatus.PENDING and locked.roster_frozen_at is None:
             locked.threshold = threshold
-            locked.rule_id = (rule_id or locked.rule_id)[:200]
+            locked.rule_id = rule
             locked.workflow = workflow[:200] or locked.workflow
             locked.account = account[:200] or locked.account
             locked.context = {**locked.context, **context}
@@ -173,6 +178,42 @@ def _reopen(
     if changed:
         locked.save(update_fields=sorted(set(changed)))
     return Opened(locked, created)
+
+
+def _set_aside_approving_votes(locked: Approval, *, threshold: int, rule_id: str) -> list[str]:
+    """The first explicit open of a provisional approval asks for other terms than the
+    provisional ones (threshold 1, the content's rule): the approving votes cast before it
+    were verified for another lane (a single approver's leg signs the approvals.md §5
+    payload, a quorum leg §6 over the threshold and roster) or another scope, so none of
+    them counts any more. Each is kept, marked set aside with the reason, in the history
+    too; the count starts again under the opener's terms (the same approvers may vote
+    again, with a new token), and a provisional ``approved`` returns to ``pending``. A
+    verified rejection stands: one rejection settles any lane and never undercuts a
+    threshold. The fields changed."""
+    if locked.status not in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
+        return []
+    votes = list(locked.votes.filter(set_aside_at__isnull=True, decision="approved"))
+    if not votes:
+        return []
+    now = timezone.now()
+    reason = (
+        f"cast before the explicit open, under threshold {locked.threshold} and rule "
+        f"{locked.rule_id!r}; the opener set threshold {threshold} and rule {rule_id!r}, "
+        "so the vote must be cast again under those terms"
+    )
+    for vote in votes:
+        vote.set_aside_at, vote.set_aside_reason = now, reason
+        vote.save(update_fields=["set_aside_at", "set_aside_reason"])
+        approval_event(locked, "vote_set_aside", now, approver=vote.approver_public_key,
+                       decision=vote.decision, reason=reason)  # fmt: skip
+    # No counted vote is left, so no roster was signed over: it freezes again at the next.
+    locked.approved_count = 0
+    locked.roster, locked.roster_frozen_at = [], None
+    if locked.status == ApprovalStatus.APPROVED:
+        locked.status, locked.resolved_at = ApprovalStatus.PENDING, None
+        approval_event(locked, "reopened", now, threshold=threshold, rule_id=rule_id)
+        metrics.approval_transition(ApprovalStatus.PENDING)
+    return ["approved_count", "roster", "roster_frozen_at", "status", "resolved_at"]
 
 
 def approval_open_for_suspended(
@@ -207,6 +248,10 @@ def approval_open_for_suspended(
     if missing and approval.action_hash == content["action_hash"]:
         approval.producer_keys = sorted({*approval.producer_keys, *missing})
         approval.save(update_fields=["producer_keys"])
+    if opened.inserted:
+        # A client that flushed its session's links before opening: they answer it now.
+        approval_answer_mirrored_links(org=org, approval=approval)
+        approval.refresh_from_db()
     return opened
 
 

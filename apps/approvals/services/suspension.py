@@ -14,6 +14,7 @@ from apps.approvals.models import (
 )
 from apps.approvals.selectors import mirrored_content
 from apps.approvals.services.history import approval_event
+from apps.receipts.columns import indexed_text
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import Org
 
@@ -37,6 +38,11 @@ def adopt_content(approval: Approval, content: dict[str, Any]) -> list[str]:
     approval.suspended_content = orjson.dumps(content).decode()
     approval.ticket_hash = ticket_hash(content)
     changed = ["suspended_content", "ticket_hash"]
+    session_id, seq = content.get("session_id"), content.get("seq")
+    if isinstance(session_id, str) and session_id and isinstance(seq, int):
+        approval.session_id = indexed_text(session_id)
+        approval.session_seq = seq
+        changed += ["session_id", "session_seq"]
     policy = content.get("policy")
     if not approval.rule_id and isinstance(policy, dict) and policy.get("rule_id"):
         approval.rule_id = str(policy["rule_id"])[:200]

@@ -39,6 +39,7 @@ from apps.approvals.selectors import (
     approval_get,
     approval_resolve,
     approval_roster,
+    counted_votes,
     eligible_approvers,
 )
 from apps.approvals.services.expiry import expire_locked
@@ -200,9 +201,25 @@ def approval_vote_with_token(
                    co_sig_b64=leg[1], claims=claims)  # fmt: skip
     with transaction.atomic():
         locked = Approval.objects.select_for_update().get(pk=approval.pk)
-        previous = locked.votes.filter(approver_public_key=claims.approver_public_key).first()
+        previous = (
+            counted_votes(locked).filter(approver_public_key=claims.approver_public_key).first()
+        )
         if previous is not None:
             return _attach_leg(locked, previous, leg, claims, content, checked_roster=roster)
+        if (locked.threshold, locked.rule_id) != (approval.threshold, approval.rule_id):
+            # The first explicit open changed the terms (lane, scope) while this vote was
+            # being verified: verify it again under the terms it will be counted under.
+            claims = _verify_token(
+                locked, token=token, content=content,
+                decision=decision or token_decision(token) or "approved",
+                eligible=eligible_approvers(locked, content=content),
+                bringing_leg=record is not None, now=now,
+            )  # fmt: skip
+            roster = approval_roster(locked, content=content)
+            if leg is not None:
+                _check_leg(locked, content=content, roster=roster,
+                           eligible=eligible_approvers(locked, content=content), record=leg[0],
+                           co_sig_b64=leg[1], claims=claims)  # fmt: skip
         expire_locked(locked, now)
         if _past_expiry(locked, now):
             raise ApprovalExpired(f"the approval expired at {locked.expires_at:%Y-%m-%dT%H:%M:%SZ}")
@@ -243,6 +260,8 @@ def _record_vote(
     leg: tuple[str, str] | None,
     reason: str,
     now: datetime,
+    *,
+    via_link: str = "",
 ) -> None:
     key = ApproverKey.objects.get(
         org_id=locked.org_id, public_key=claims.approver_public_key, revoked_at__isnull=True
@@ -269,6 +288,8 @@ def _record_vote(
     detail: dict[str, Any] = {"approver": claims.approver_public_key, "decision": claims.decision}
     if reason:
         detail["reason"] = reason[:2000]
+    if via_link:
+        detail["decision_link"] = via_link
     if claims.decision == "rejected":
         locked.status = ApprovalStatus.REJECTED
     else:
@@ -281,6 +302,44 @@ def _record_vote(
         locked.resolved_at = now
         approval_event(locked, "resolved", now, status=locked.status)
     locked.save(update_fields=sorted(set(changed)))
+
+
+def approval_vote_by_link(
+    locked: Approval, *, signer: str, decision: str, link_hash: str, now: datetime
+) -> str | None:
+    """Count a lifecycle decision link signed by a registered, active approver key (the
+    mirror derived it ``L1``, server.md §1) as that approver's vote on the locked pending
+    approval: the same eligibility, self-approval and once-per-key rules as a token. The
+    link's action hash stands for the token's nonce (spent once). Returns why it cannot
+    count, or None once counted."""
+    content: dict[str, Any] = orjson.loads(locked.suspended_content)
+    if _past_expiry(locked, now):
+        return "it arrived after the approval's signed expiry, when no vote counts any more"
+    if signer in producer_keys_of(locked, content):
+        return "its signer produced the suspended receipt: nobody approves their own action"
+    if counted_votes(locked).filter(approver_public_key=signer).exists():
+        return "its signer has already voted on this approval"
+    if signer not in eligible_approvers(locked, content=content):
+        return "its signer is not an eligible approver of this approval"
+    try:
+        with transaction.atomic():
+            _freeze_roster(locked, content, now)
+    except RosterTooSmall as error:
+        return error.message
+    claims = TokenClaims(
+        nonce=bytes.fromhex(link_hash), expiry_unix_secs=0,
+        decision="approved" if decision == "approved" else "rejected",
+        scope=locked.rule_id, approver_public_key=signer,
+    )  # fmt: skip
+    try:
+        with transaction.atomic():
+            _record_vote(locked, claims, content, None, "", now, via_link=link_hash)
+    except TokenRejected:
+        return "the link was already counted"
+    if locked.status != ApprovalStatus.PENDING:
+        status = str(locked.status)
+        transaction.on_commit(lambda: metrics.approval_transition(status))
+    return None
 
 
 def _attach_leg(
@@ -335,7 +394,7 @@ def approval_assembly(*, org: Org, action_hash: str) -> dict[str, Any]:
     """The parts the SDK assembles the L1 receipt from (approvals.md §8): once approved and
     every counted approving vote has its leg; 409 saying what is missing until then."""
     approval = approval_get(org=org, action_hash=action_hash)
-    approving = list(approval.votes.filter(decision="approved"))
+    approving = list(counted_votes(approval).filter(decision="approved"))
     legs = [
         {"record": vote.record, "approver_pubkey_b64": vote.approver_public_key,
          "co_sig_b64": vote.co_sig_b64}
