@@ -1,0 +1,431 @@
+"""The task worker under faults, with real ``manage.py run_worker`` processes: a slow
+webhook receiver does not hold up periodic work, the tasks of a SIGKILLed worker run
+again (and an export it was building is rebuilt or failed with a reason), the worker
+waits out a database outage instead of exiting, and schedulers racing for a periodic
+slot leave no error in the database server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from apps.approvals.models import Approval
+from apps.approvals.services import approval_open
+from apps.events import tasks
+from apps.events.models import (
+    Delivery,
+    DeliveryStatus,
+    Event,
+    EvidenceExportJob,
+    PeriodicSlot,
+)
+from apps.events.periodic import SCHEDULE, enqueue_due
+from apps.events.services import webhook_endpoint_create
+from apps.policy.services import policy_deploy
+from apps.receipts.models import MirrorHead
+from tests.approvals.conftest import suspended_receipt
+from tests.approvals.test_approval_flows import SCOPE
+from tests.events.conftest import Receiver
+from tests.policy.test_policy_api import rule_toml
+from tests.receipts.factories import Agent
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = rule_toml("search.allow", "tool_call", "allow")
+LEASE = 2  # seconds: TASK_WORKER_LEASE_SECONDS of the workers started here
+
+
+def eventually(condition: Callable[[], Any], *, timeout: float = 60.0) -> Any:
+    """Poll ``condition`` until it is truthy (its value) or ``timeout`` (then falsy)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def _database_url(port: int | None = None) -> str:
+    settings_dict = connection.settings_dict
+    return (
+        f"postgres://{settings_dict['USER']}@{settings_dict['HOST']}:"
+        f"{port or settings_dict['PORT']}/{settings_dict['NAME']}"
+    )
+
+
+class Workers:
+    """``manage.py run_worker`` subprocesses on the test database, stopped at the end."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(
+        self, worker_id: str, *args: str, database_url: str = "", **extra: str
+    ) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            **extra,
+            "DATABASE_URL": database_url or _database_url(),
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
+            "TASK_WORKER_LEASE_SECONDS": str(LEASE),
+        }
+        log = (self.logs / f"{worker_id}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "run_worker", f"--worker-id={worker_id}", "--tick=0.2",
+             *args],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.started.append(process)
+        return process
+
+    def log(self, worker_id: str) -> str:
+        return (self.logs / f"{worker_id}.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.started:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    started = Workers(tmp_path)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def _task(path: str, **filters: Any) -> DBTaskResult | None:
+    return DBTaskResult.objects.filter(task_path=f"apps.events.tasks.{path}", **filters).first()
+
+
+class _HeldReceiver:
+    """A webhook receiver that holds every request open until ``release`` is set: it
+    trickles header lines meanwhile, so the sender keeps reading (its attempt is in
+    flight, not timed out, for as long as the test wants)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.arrived = threading.Event()
+        held = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                held.arrived.set()
+                try:
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                    while not held.release.wait(0.3):
+                        self.wfile.write(b"X-Still-Here: 1\r\n")
+                        self.wfile.flush()
+                    self.wfile.write(b"Content-Length: 2\r\nConnection: close\r\n\r\nok")
+                except OSError:
+                    pass  # the sender gave up
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def held_receiver() -> Iterator[_HeldReceiver]:
+    receiver = _HeldReceiver()
+    try:
+        yield receiver
+    finally:
+        receiver.close()
+
+
+def test_a_slow_webhook_receiver_does_not_hold_up_approval_expiry(
+    cast, workers, held_receiver
+) -> None:
+    webhook_endpoint_create(org=cast.acme, url=held_receiver.url, event_types=["policy.deployed"])
+    workers.start("w-slow", "--no-periodic")
+    policy_deploy(org=cast.acme, toml=POLICY)
+    assert held_receiver.arrived.wait(60), workers.log("w-slow")
+    attempt = eventually(lambda: _task("deliver_webhook", status="RUNNING"))
+    assert attempt is not None
+
+    # Another org's approval is overdue; its expiry runs while the attempt is held open.
+    content = suspended_receipt(Agent())["content"]
+    approval_open(org=cast.globex, action_hash=content["action_hash"], rule_id=SCOPE,
+                  expires_at=timezone.now() - timedelta(seconds=1))  # fmt: skip
+    tasks.enqueue(tasks.sweep_approvals)
+    expired = eventually(lambda: Approval.objects.filter(status="expired").exists())
+
+    attempt.refresh_from_db()
+    assert expired, workers.log("w-slow")
+    assert attempt.status == "RUNNING"  # the webhook attempt was still in flight
+    held_receiver.release.set()
+    assert eventually(lambda: _task("deliver_webhook", finished_at__isnull=False))
+
+
+def test_a_delivery_claim_is_extended_while_its_worker_is_on_it(
+    cast, workers, held_receiver
+) -> None:
+    webhook_endpoint_create(org=cast.acme, url=held_receiver.url, event_types=["policy.deployed"])
+    workers.start("w-claim", "--no-periodic")
+    policy_deploy(org=cast.acme, toml=POLICY)
+    assert held_receiver.arrived.wait(60), workers.log("w-claim")
+    # The attempt has outlasted its first hold (as a slow receiver's would).
+    expired_at = timezone.now() - timedelta(seconds=1)
+    Delivery.objects.update(claimed_until=expired_at)
+
+    extended = eventually(
+        lambda: Delivery.objects.filter(claimed_until__gt=timezone.now()).exists(), timeout=30
+    )
+
+    assert extended, workers.log("w-claim")
+    assert Delivery.objects.get().status == DeliveryStatus.SENDING
+    # So the sweep does not hand it to another worker, and no second attempt can claim it.
+    assert tasks.sweep_deliveries.call() == 0
+    from apps.events.delivery import delivery_attempt
+
+    assert delivery_attempt(Delivery.objects.get().pk) == "not due"
+    held_receiver.release.set()
+    assert eventually(lambda: Delivery.objects.exclude(status=DeliveryStatus.SENDING).exists())
+    assert Delivery.objects.get().attempts == 1  # one attempt, by the worker that claimed it
+
+
+def _lock_table(table: str, mode: str) -> Any:
+    """Another session holding ``LOCK TABLE``: statements that need the table wait."""
+    holder = connections.create_connection("default")
+    holder.ensure_connection()
+    holder.connection.autocommit = False
+    holder.connection.execute(f"LOCK TABLE {table} IN {mode} MODE")
+    return holder
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def test_the_fan_out_of_a_killed_worker_runs_again_and_delivers_the_event_once(
+    cast, workers, receiver: Receiver
+) -> None:
+    endpoint = webhook_endpoint_create(
+        org=cast.acme, url=receiver.url, event_types=["policy.deployed"]
+    )
+    receiver.secrets.append(endpoint.secret)
+    # The fan-out's insert of the delivery waits behind this lock: the worker is killed
+    # in the middle of the task.
+    holder = _lock_table(Delivery._meta.db_table, "EXCLUSIVE")
+    try:
+        first = workers.start("w-first", "--no-periodic")
+        policy_deploy(org=cast.acme, toml=POLICY)
+        running = eventually(lambda: _task("fan_out_event", status="RUNNING"))
+        assert running is not None, workers.log("w-first")
+        _kill(first)
+    finally:
+        holder.connection.rollback()
+        holder.close()
+
+    workers.start("w-second")
+    [received] = receiver.wait_for(1, timeout=60)
+
+    event = Event.objects.get()
+    assert received.webhook_id == event.event_id
+    assert received.verified_with == [endpoint.secret]
+    fan_out = _task("fan_out_event")
+    assert fan_out is not None
+    assert fan_out.status == "SUCCESSFUL"
+    assert fan_out.worker_ids == ["w-first", "w-second"]
+    assert eventually(lambda: Delivery.objects.filter(status="succeeded").count() == 1)
+    assert receiver.wait_for(2, timeout=1) == [received]  # delivered once
+
+
+def test_an_export_whose_worker_was_killed_is_built_again(
+    cast, workers, dashboard, push, settings, tmp_path
+) -> None:
+    settings.MEDIA_ROOT = tmp_path
+    for receipt in Agent().session("sess-export", 2):
+        assert push(receipt).status_code == HTTPStatus.CREATED
+    client = dashboard("auditor")
+    # The build reads the chain head first; it waits behind this lock once running.
+    holder = _lock_table(MirrorHead._meta.db_table, "ACCESS EXCLUSIVE")
+    try:
+        first = workers.start("w-export", "--no-periodic", MEDIA_ROOT=str(tmp_path))
+        job = client.post("/v1/evidence/exports", {}, format="json").json()
+        assert eventually(lambda: EvidenceExportJob.objects.filter(status="running").exists())
+        _kill(first)
+    finally:
+        holder.connection.rollback()
+        holder.close()
+    assert client.get(job["url"] + "/download").status_code == HTTPStatus.CONFLICT
+
+    second = workers.start("w-export-2", MEDIA_ROOT=str(tmp_path))
+    ready = eventually(lambda: EvidenceExportJob.objects.filter(status="ready").exists())
+
+    assert ready, workers.log("w-export-2")
+    assert second.poll() is None
+    state = client.get(job["url"]).json()
+    assert state["status"] == "ready"
+    download = client.get(state["download_url"])
+    assert download.status_code == HTTPStatus.OK
+    assert len(b"".join(download.streaming_content)) == state["size"]
+    build = _task("build_evidence_export")
+    assert build is not None
+    assert build.worker_ids == ["w-export", "w-export-2"]
+
+
+class _Proxy:
+    """A TCP relay to PostgreSQL that can play an outage: while down, it accepts and at
+    once closes every connection; ``cut()`` also drops the connections it is relaying."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.up = threading.Event()
+        self.refused = 0
+        self._lock = threading.Lock()
+        self._open: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up.is_set():
+                with self._lock:
+                    self.refused += 1
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            with self._lock:
+                self._open += [client, upstream]
+            threading.Thread(target=self._relay, args=(client, upstream), daemon=True).start()
+
+    def _relay(self, a: socket.socket, b: socket.socket) -> None:
+        try:
+            while True:
+                readable, _, _ = select.select([a, b], [], [], 1.0)
+                for source in readable:
+                    data = source.recv(65536)
+                    if not data:
+                        return
+                    (b if source is a else a).sendall(data)
+        except OSError:
+            return
+        finally:
+            a.close()
+            b.close()
+
+    def refusals(self) -> int:
+        with self._lock:
+            return self.refused
+
+    def cut(self) -> None:
+        self.up.clear()
+        with self._lock:
+            sockets, self._open = self._open, []
+        for each in sockets:
+            with contextlib.suppress(OSError):
+                each.shutdown(socket.SHUT_RDWR)
+            each.close()
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+def test_the_worker_waits_out_a_database_outage_and_carries_on(workers) -> None:
+    settings_dict = connection.settings_dict
+    proxy = _Proxy((settings_dict["HOST"], int(settings_dict["PORT"])))
+    try:
+        # Started while the database is unreachable: it must keep trying, not exit.
+        process = workers.start("w-outage", database_url=_database_url(proxy.port))
+        assert eventually(lambda: proxy.refusals() >= 3 or process.poll() is not None)
+        assert process.poll() is None, workers.log("w-outage")
+
+        proxy.up.set()
+        tasks.enqueue(tasks.sweep_deliveries)
+        done = eventually(lambda: _task("sweep_deliveries", status="SUCCESSFUL"))
+        assert done is not None, workers.log("w-outage")
+        assert done.worker_ids == ["w-outage"]
+
+        # Then the database goes away under it (every backend gone) and comes back.
+        refused = proxy.refusals()
+        proxy.cut()
+        assert eventually(lambda: proxy.refusals() >= refused + 2 or process.poll() is not None)
+        assert process.poll() is None, workers.log("w-outage")
+        proxy.up.set()
+        tasks.enqueue(tasks.prune_task_results)
+        again = eventually(lambda: _task("prune_task_results", status="SUCCESSFUL"))
+        assert again is not None, workers.log("w-outage")
+        assert again.worker_ids == ["w-outage"]
+        assert "Traceback" not in workers.log("w-outage")
+    finally:
+        proxy.close()
+
+
+def test_schedulers_racing_for_a_slot_enqueue_it_once_without_a_database_error() -> None:
+    errors: list[BaseException] = []
+    won: list[list[str]] = []
+    barrier = threading.Barrier(4)
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        try:
+            return execute(sql, params, many, context)
+        except Exception as failure:  # what the database server answered with an error
+            errors.append(failure)
+            raise
+
+    def scheduler() -> None:
+        try:
+            with connection.execute_wrapper(record):
+                barrier.wait()
+                won.append(enqueue_due(now=2_000_000.0))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=scheduler) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    scheduled = sorted(periodic.name for periodic in SCHEDULE if periodic.every() > 0)
+    assert sorted(name for names in won for name in names) == scheduled  # each once, in all
+    assert PeriodicSlot.objects.count() == len(scheduled)
+    assert DBTaskResult.objects.count() == len(scheduled)
