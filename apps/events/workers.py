@@ -166,28 +166,28 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
 
 
 def _settle_exports() -> tuple[int, int]:
-    """An export marked running is being built only while its task runs: back to pending
-    when its task was queued again (rebuilt from the start), failed with the reason when
-    its task will not run again."""
+    """An unfinished export is built only by its task: back to pending when its task was
+    queued again (rebuilt from the start), failed with the reason when its task will not
+    run again (a worker died before the build marked the job running, too)."""
     from apps.events.tasks import build_evidence_export
 
+    unfinished = (ExportStatus.PENDING, ExportStatus.RUNNING)
     again = failed = 0
-    for job_pk in EvidenceExportJob.objects.filter(status=ExportStatus.RUNNING).values_list(
-        "pk", flat=True
+    for job_pk, status in EvidenceExportJob.objects.filter(status__in=unfinished).values_list(
+        "pk", "status"
     ):
         states = set(
             DBTaskResult.objects.filter(
                 task_path=build_evidence_export.module_path, args_kwargs__args=[job_pk]
             ).values_list("status", flat=True)
         )
-        if RUNNING in states:
+        if RUNNING in states or (READY in states and status == ExportStatus.PENDING):
             continue
+        job = EvidenceExportJob.objects.filter(pk=job_pk, status=status)
         if READY in states:
-            again += EvidenceExportJob.objects.filter(
-                pk=job_pk, status=ExportStatus.RUNNING
-            ).update(status=ExportStatus.PENDING)
+            again += job.update(status=ExportStatus.PENDING)
             continue
-        failed += EvidenceExportJob.objects.filter(pk=job_pk, status=ExportStatus.RUNNING).update(
+        failed += job.update(
             status=ExportStatus.FAILED,
             error="interrupted: the worker building it stopped; request a new export",
             finished_at=timezone.now(),

@@ -36,6 +36,7 @@ from apps.events.models import (
     Event,
     EvidenceExportJob,
     PeriodicSlot,
+    TaskWorker,
 )
 from apps.events.periodic import SCHEDULE, enqueue_due
 from apps.events.services import webhook_endpoint_create
@@ -393,7 +394,10 @@ def test_the_worker_waits_out_a_database_outage_and_carries_on(workers) -> None:
         again = eventually(lambda: _task("prune_task_results", status="SUCCESSFUL"))
         assert again is not None, workers.log("w-outage")
         assert again.worker_ids == ["w-outage"]
-        assert "Traceback" not in workers.log("w-outage")
+        # An outage is not a bug: one line per retry, no traceback.
+        with_traceback = [line[:300] for line in workers.log("w-outage").splitlines()
+                          if "Traceback" in line]  # fmt: skip
+        assert with_traceback == []
     finally:
         proxy.close()
 
@@ -429,3 +433,108 @@ def test_schedulers_racing_for_a_slot_enqueue_it_once_without_a_database_error()
     assert sorted(name for names in won for name in names) == scheduled  # each once, in all
     assert PeriodicSlot.objects.count() == len(scheduled)
     assert DBTaskResult.objects.count() == len(scheduled)
+
+
+def _left_running(task_id_of: Any, *, worker_ids: list[str], age: timedelta) -> DBTaskResult:
+    """The task row as a worker that died mid-task leaves it."""
+    row = DBTaskResult.objects.get(pk=task_id_of.id)
+    row.status = "RUNNING"
+    row.worker_ids = worker_ids
+    row.started_at = timezone.now() - age
+    row.save(update_fields=["status", "worker_ids", "started_at"])
+    return row
+
+
+def test_an_export_whose_workers_kept_dying_is_failed_with_the_reason(cast, dashboard) -> None:
+    from apps.audit.evidence import EvidenceWindow
+    from apps.events.exports import evidence_export_request
+    from apps.events.workers import tasks_reclaim
+
+    job = evidence_export_request(org=cast.acme, window=EvidenceWindow(None, None))
+    EvidenceExportJob.objects.filter(pk=job.pk).update(status="running")
+    build = _left_running(
+        _task("build_evidence_export"), worker_ids=["w1", "w2", "w3"], age=timedelta(hours=1)
+    )
+
+    result = tasks_reclaim()
+
+    assert result.failed == [str(build.id)]
+    build.refresh_from_db()
+    assert build.status == "FAILED"
+    assert build.exception_class_path == "apps.events.workers.WorkerLost"
+    client = dashboard("auditor")
+    state = client.get(f"/v1/evidence/exports/{job.export_id}").json()
+    assert state["status"] == "failed"
+    assert "worker building it stopped" in state["error"]
+    download = client.get(f"/v1/evidence/exports/{job.export_id}/download")
+    assert download.status_code == HTTPStatus.CONFLICT
+    assert download.json()["detail"] == "the export is failed, not ready"
+
+
+def test_only_tasks_no_live_worker_is_running_are_reclaimed(cast) -> None:
+    from apps.events.workers import tasks_reclaim
+
+    for _ in range(3):
+        tasks.enqueue(tasks.sweep_deliveries)
+    long, dropped, fresh = DBTaskResult.objects.order_by("enqueued_at", "id")
+    _left_running(long, worker_ids=["alive"], age=timedelta(hours=1))
+    # Its worker is alive but no longer running it (it lost the row's update).
+    _left_running(dropped, worker_ids=["alive"], age=timedelta(hours=1))
+    _left_running(fresh, worker_ids=["gone"], age=timedelta(seconds=0))
+    TaskWorker.objects.create(worker_id="alive", seen_at=timezone.now(), running=[str(long.id)])
+
+    result = tasks_reclaim()
+
+    assert result.requeued == [str(dropped.id)]
+    assert result.failed == []
+    states = dict(DBTaskResult.objects.values_list("id", "status"))
+    assert states == {long.id: "RUNNING", dropped.id: "READY", fresh.id: "RUNNING"}
+
+
+def test_metrics_count_the_tasks_running_past_their_bound(db, api_client, settings) -> None:
+    settings.METRICS_ENABLED = True
+    settings.TASK_RUNNING_BOUND_SECONDS = 600
+    tasks.enqueue(tasks.sweep_deliveries)
+    tasks.enqueue(tasks.sweep_deliveries)
+    stuck, busy = DBTaskResult.objects.order_by("enqueued_at", "id")
+    _left_running(stuck, worker_ids=["w"], age=timedelta(hours=1))
+    _left_running(busy, worker_ids=["w"], age=timedelta(seconds=5))
+
+    text = api_client.get("/metrics").content.decode()
+
+    assert "\nmirror_task_running 2\n" in text
+    assert "\nmirror_task_running_over_bound 1\n" in text
+
+
+@pytest.mark.parametrize("spec", ["nope", "deliveries:0", "deliveries:x", "default,default"])
+def test_the_worker_refuses_a_bad_queue_list(spec) -> None:
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=r"queue|threads|number"):
+        call_command("run_worker", "--batch", f"--queues={spec}")
+
+
+def test_every_deployment_serves_every_queue() -> None:
+    import re
+
+    from apps.events.management.commands.run_worker import DEFAULT_QUEUES, queue_spec
+
+    deploy = ROOT / "deploy"
+    commands = {
+        "make run": (ROOT / "Makefile", r"\$\(PY\) manage.py run_worker --queues ([\w:,]+)"),
+        "systemd": (
+            deploy / "mirror-worker.service",
+            r"ExecStart=.* run_worker --queues ([\w:,]+)",
+        ),
+        "compose": (
+            deploy / "compose.yaml",
+            r'command: \[.*"run_worker", "--queues", "([\w:,]+)"\]',
+        ),
+    }
+    for name, (path, pattern) in commands.items():
+        [spec] = re.findall(pattern, path.read_text())
+        assert {queue for queue, _ in queue_spec(spec)} == set(tasks.QUEUES), name
+    assert {queue for queue, _ in queue_spec(DEFAULT_QUEUES)} == set(tasks.QUEUES)
+    from django.conf import settings
+
+    assert set(settings.TASKS["default"]["QUEUES"]) == set(tasks.QUEUES)

@@ -151,7 +151,7 @@ class _QueueWorker(Worker):
         super().__init__(**kwargs)
         self._running = running
 
-    def run_task(self, db_task_result: DBTaskResult) -> None:
+    def run_task(self, db_task_result: DBTaskResult[Any, Any]) -> None:
         args = tuple(db_task_result.args_kwargs.get("args") or ())
         item = InFlight(str(db_task_result.id), db_task_result.task_path, args)
         self._running.add(item)
@@ -203,22 +203,28 @@ class Command(BaseCommand):
                 worker_id=worker_id, excluded_queue_names=[],
             )  # fmt: skip
 
-        if options["batch"]:
-            worker([name for name, _ in queues]).run()
-            return
-
         stop = threading.Event()
         outage = _Outage()
+        housekeeping = threading.Thread(
+            target=_housekeep,
+            args=(stop, outage, worker_id, [name for name, _ in queues], running, options),
+            name="housekeeping",
+            daemon=True,
+        )
+        if options["batch"]:
+            # The lease is kept in batch mode too: a long task must not be reclaimed.
+            housekeeping.start()
+            try:
+                worker([name for name, _ in queues]).run()
+            finally:
+                stop.set()
+                housekeeping.join()
+                task_worker_forget(worker_id=worker_id)
+            return
+
         wakes: list[threading.Event] = []
         workers: list[_QueueWorker] = []
-        threads = [
-            threading.Thread(
-                target=_housekeep,
-                args=(stop, outage, worker_id, [name for name, _ in queues], running, options),
-                name="housekeeping",
-                daemon=True,
-            )
-        ]
+        threads = [housekeeping]
         for name, count in queues:
             for n in range(count):
                 wake, queue_worker = threading.Event(), worker([name])
@@ -303,7 +309,7 @@ def _housekeep(
     """Renew the lease every third of a lease; enqueue the due periodic tasks every tick."""
     beat_every = settings.TASK_WORKER_LEASE_SECONDS / 3
     tick = options["tick"]
-    schedule = not options["no_periodic"]
+    schedule = not options["no_periodic"] and not options["batch"]
     next_beat = next_tick = 0.0
     ticks = 0
     while not stop.is_set():
