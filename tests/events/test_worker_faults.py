@@ -85,10 +85,10 @@ class Workers:
     ) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
-            **extra,
             "DATABASE_URL": database_url or _database_url(),
             "DJANGO_SETTINGS_MODULE": "config.settings.test",
             "TASK_WORKER_LEASE_SECONDS": str(LEASE),
+            **extra,
         }
         log = (self.logs / f"{worker_id}.log").open("wb")
         process = subprocess.Popen(
@@ -177,20 +177,19 @@ def test_a_slow_webhook_receiver_does_not_hold_up_approval_expiry(
     cast, workers, held_receiver
 ) -> None:
     webhook_endpoint_create(org=cast.acme, url=held_receiver.url, event_types=["policy.deployed"])
-    workers.start("w-slow", "--no-periodic")
-    policy_deploy(org=cast.acme, toml=POLICY)
-    assert held_receiver.arrived.wait(60), workers.log("w-slow")
-    attempt = eventually(lambda: _task("deliver_webhook", status="RUNNING"))
-    assert attempt is not None
-
-    # Another org's approval is overdue; its expiry runs while the attempt is held open.
+    # Another org's approval is overdue; its expiry must run while acme's attempt is held.
     content = suspended_receipt(Agent())["content"]
     approval_open(org=cast.globex, action_hash=content["action_hash"], rule_id=SCOPE,
                   expires_at=timezone.now() - timedelta(seconds=1))  # fmt: skip
+    workers.start("w-slow", "--no-periodic")
+    policy_deploy(org=cast.acme, toml=POLICY)
+    assert held_receiver.arrived.wait(60), workers.log("w-slow")
+
     tasks.enqueue(tasks.sweep_approvals)
     expired = eventually(lambda: Approval.objects.filter(status="expired").exists())
+    attempt = _task("deliver_webhook")
+    assert attempt is not None
 
-    attempt.refresh_from_db()
     assert expired, workers.log("w-slow")
     assert attempt.status == "RUNNING"  # the webhook attempt was still in flight
     held_receiver.release.set()
@@ -201,7 +200,7 @@ def test_a_delivery_claim_is_extended_while_its_worker_is_on_it(
     cast, workers, held_receiver
 ) -> None:
     webhook_endpoint_create(org=cast.acme, url=held_receiver.url, event_types=["policy.deployed"])
-    workers.start("w-claim", "--no-periodic")
+    workers.start("w-claim", "--no-periodic", TASK_WORKER_LEASE_SECONDS="1")
     policy_deploy(org=cast.acme, toml=POLICY)
     assert held_receiver.arrived.wait(60), workers.log("w-claim")
     # The attempt has outlasted its first hold (as a slow receiver's would).
@@ -506,11 +505,21 @@ def test_metrics_count_the_tasks_running_past_their_bound(db, api_client, settin
     assert "\nmirror_task_running_over_bound 1\n" in text
 
 
-@pytest.mark.parametrize("spec", ["nope", "deliveries:0", "deliveries:x", "default,default"])
-def test_the_worker_refuses_a_bad_queue_list(spec) -> None:
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nope", "unknown queue 'nope'; the queues are default, periodic, deliveries"),
+        ("deliveries:0", "'deliveries:0': between 1 and 64 threads"),
+        ("deliveries:x", "'deliveries:x': the thread count must be a number"),
+        ("default,default", "queue 'default' named twice"),
+    ],
+)
+def test_the_worker_refuses_a_bad_queue_list(spec, message) -> None:
+    import re
+
     from django.core.management import CommandError, call_command
 
-    with pytest.raises(CommandError, match=r"queue|threads|number"):
+    with pytest.raises(CommandError, match=re.escape(f"--queues: {message}")):
         call_command("run_worker", "--batch", f"--queues={spec}")
 
 
