@@ -146,6 +146,7 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
                 requeued.append(str(result.id))
         if requeued:
             DBTaskResult.objects.filter(pk__in=requeued).update(status=READY)
+            _release_deliveries(requeued, vouched, now)
         if failed:
             DBTaskResult.objects.filter(pk__in=failed).update(
                 status=FAILED,
@@ -163,6 +164,29 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
     for task_id in failed:
         logger.error("task %s: its worker stopped while running it too often; failed", task_id)
     return Reclaimed(requeued, failed, exports_requeued, exports_failed)
+
+
+def _release_deliveries(requeued: list[str], vouched: dict[str, set[str]], now: datetime) -> None:
+    """A webhook attempt whose worker died holds its delivery's claim until the claim runs
+    out (a few timeouts); its task, queued again, could then only answer "not due" and the
+    delivery would wait for the sweep. The claim is given up at once, unless a live worker
+    is running another task for the same delivery (which then holds the claim)."""
+    from apps.events.tasks import deliver_webhook
+
+    path = deliver_webhook.module_path
+    live = set().union(*vouched.values()) if vouched else set()
+    for args_kwargs in DBTaskResult.objects.filter(pk__in=requeued, task_path=path).values_list(
+        "args_kwargs", flat=True
+    ):
+        args = args_kwargs.get("args") or []
+        if not args:
+            continue
+        running_for_it = DBTaskResult.objects.filter(
+            status=RUNNING, task_path=path, args_kwargs__args=args
+        ).values_list("id", flat=True)
+        if any(str(task_id) in live for task_id in running_for_it):
+            continue
+        Delivery.objects.filter(pk=args[0], status=DeliveryStatus.SENDING).update(claimed_until=now)
 
 
 def _settle_exports() -> tuple[int, int]:

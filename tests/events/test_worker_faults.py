@@ -135,11 +135,13 @@ class _HeldReceiver:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.arrived = threading.Event()
+        self.arrivals: list[tuple[str, Any]] = []  # (webhook-id, when)
         held = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                held.arrivals.append((self.headers.get("webhook-id", ""), timezone.now()))
                 held.arrived.set()
                 try:
                     self.wfile.write(b"HTTP/1.1 200 OK\r\n")
@@ -269,6 +271,32 @@ def test_the_fan_out_of_a_killed_worker_runs_again_and_delivers_the_event_once(
     assert fan_out.worker_ids == ["w-first", "w-second"]
     assert eventually(lambda: Delivery.objects.filter(status="succeeded").count() == 1)
     assert receiver.wait_for(2, timeout=1) == [received]  # delivered once
+
+
+def test_a_webhook_attempt_of_a_killed_worker_is_sent_again_with_the_same_webhook_id(
+    cast, workers, held_receiver
+) -> None:
+    webhook_endpoint_create(org=cast.acme, url=held_receiver.url, event_types=["policy.deployed"])
+    first = workers.start("w-sender", "--no-periodic")
+    policy_deploy(org=cast.acme, toml=POLICY)
+    assert held_receiver.arrived.wait(60), workers.log("w-sender")
+    first_claim_until = Delivery.objects.get().claimed_until
+    _kill(first)
+    held_receiver.release.set()  # the next attempt is answered
+
+    workers.start("w-resender")
+    done = eventually(lambda: Delivery.objects.filter(status=DeliveryStatus.SUCCEEDED).exists())
+
+    assert done, workers.log("w-resender")
+    event = Event.objects.get()
+    assert [webhook_id for webhook_id, _ in held_receiver.arrivals] == [event.event_id] * 2
+    # Sent again by the reclaim, not after the dead worker's claim had run out.
+    assert held_receiver.arrivals[1][1] < first_claim_until
+    delivery = Delivery.objects.get()
+    assert delivery.attempts == 1  # the killed attempt recorded nothing
+    attempt = _task("deliver_webhook")
+    assert attempt is not None
+    assert attempt.worker_ids == ["w-sender", "w-resender"]
 
 
 def test_an_export_whose_worker_was_killed_is_built_again(
