@@ -124,7 +124,9 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
 
 
 def _task(path: str, **filters: Any) -> DBTaskResult | None:
-    return DBTaskResult.objects.filter(task_path=f"apps.events.tasks.{path}", **filters).first()
+    """The first enqueued task of ``path`` (a retry is a later one)."""
+    tasks_of = DBTaskResult.objects.filter(task_path=f"apps.events.tasks.{path}", **filters)
+    return tasks_of.order_by("enqueued_at", "id").first()
 
 
 class _HeldReceiver:
