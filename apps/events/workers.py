@@ -159,6 +159,8 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
                 ),
             )
         exports_requeued, exports_failed = _settle_exports()
+        # Leases of workers gone for a day (killed ones never give theirs up).
+        TaskWorker.objects.filter(seen_at__lt=now - timedelta(days=1)).delete()
     for task_id in requeued:
         logger.warning("task %s: its worker stopped while running it; queued again", task_id)
     for task_id in failed:

@@ -511,6 +511,7 @@ def test_only_tasks_no_live_worker_is_running_are_reclaimed(cast) -> None:
     _left_running(dropped, worker_ids=["alive"], age=timedelta(hours=1))
     _left_running(fresh, worker_ids=["gone"], age=timedelta(seconds=0))
     TaskWorker.objects.create(worker_id="alive", seen_at=timezone.now(), running=[str(long.id)])
+    TaskWorker.objects.create(worker_id="gone", seen_at=timezone.now() - timedelta(days=2))
 
     result = tasks_reclaim()
 
@@ -518,6 +519,7 @@ def test_only_tasks_no_live_worker_is_running_are_reclaimed(cast) -> None:
     assert result.failed == []
     states = dict(DBTaskResult.objects.values_list("id", "status"))
     assert states == {long.id: "RUNNING", dropped.id: "READY", fresh.id: "RUNNING"}
+    assert list(TaskWorker.objects.values_list("worker_id", flat=True)) == ["alive"]
 
 
 def test_metrics_count_the_tasks_running_past_their_bound(db, api_client, settings) -> None:
