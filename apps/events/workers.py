@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
-from django.db.models.functions import Greatest
+from django.db.models.functions import Greatest, Now
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
@@ -88,7 +88,9 @@ def task_worker_beat(
         worker, _ = TaskWorker.objects.update_or_create(
             worker_id=worker_id,
             defaults={
-                "seen_at": now,
+                # The database's clock, which every worker's lease is judged by: a
+                # machine whose clock lags must not look dead to the others.
+                "seen_at": Now(),
                 "queues": queues,
                 "running": sorted(item.task_id for item in running),
                 "hostname": socket.gethostname()[:255],
@@ -114,9 +116,12 @@ def task_worker_forget(*, worker_id: str) -> None:
     TaskWorker.objects.filter(worker_id=worker_id).delete()
 
 
-def _vouched(now: datetime) -> dict[str, set[str]]:
-    """Live workers (seen within a lease) and the tasks each said it was running."""
-    rows = TaskWorker.objects.filter(seen_at__gte=now - lease()).values_list("worker_id", "running")
+def _vouched() -> dict[str, set[str]]:
+    """Live workers (seen within a lease, by the database's clock) and the tasks each said
+    it was running."""
+    rows = TaskWorker.objects.filter(seen_at__gte=Now() - lease()).values_list(
+        "worker_id", "running"
+    )
     return {worker_id: set(running or []) for worker_id, running in rows}
 
 
@@ -130,7 +135,7 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
     requeued: list[str] = []
     failed: list[str] = []
     with transaction.atomic():
-        vouched = _vouched(now)
+        vouched = _vouched()
         stale = (
             DBTaskResult.objects.filter(status=RUNNING, started_at__lt=now - lease())
             .select_for_update(skip_locked=True)
@@ -160,7 +165,7 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
             )
         exports_requeued, exports_failed = _settle_exports()
         # Leases of workers gone for a day (killed ones never give theirs up).
-        TaskWorker.objects.filter(seen_at__lt=now - timedelta(days=1)).delete()
+        TaskWorker.objects.filter(seen_at__lt=Now() - timedelta(days=1)).delete()
     for task_id in requeued:
         logger.warning("task %s: its worker stopped while running it; queued again", task_id)
     for task_id in failed:
