@@ -22,9 +22,9 @@ run: $(VENV)/.installed
 	$(PY) manage.py bootstrap_demo --bind $(HOST) --migrate
 	@echo
 	@echo "Countersign is starting on http://$(HOST)/ with one background worker beside it"
-	@echo "(webhooks, emails, approval expiry, exports). Ctrl-C stops both."
+	@echo "(every queue: webhooks, emails, approval expiry, exports). Ctrl-C stops both."
 	@export PUBLIC_BASE_URL=http://$(HOST); \
-	$(PY) manage.py run_worker & worker=$$!; \
+	$(PY) manage.py run_worker --queues default,periodic,deliveries:2 & worker=$$!; \
 	trap 'kill $$worker 2>/dev/null; wait $$worker 2>/dev/null' EXIT INT TERM; \
 	$(PY) manage.py runserver $(HOST)
 

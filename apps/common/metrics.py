@@ -167,10 +167,11 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 def _task_queue_lines() -> bytes:
     """The background queue's state, read from the database at scrape time (the same
     value whichever process answers, so not a per-process metric)."""
-    from apps.common.readiness import task_queue
+    from apps.common.readiness import task_queue, tasks_running
 
     try:
         state = task_queue()
+        running = tasks_running()
     except Exception:  # the scrape still answers; the gauges are just absent
         return b""
     oldest = state["oldest_ready_seconds"]
@@ -182,4 +183,11 @@ def _task_queue_lines() -> bytes:
         "has waited (0: none due).\n"
         "# TYPE mirror_task_queue_oldest_ready_seconds gauge\n"
         f"mirror_task_queue_oldest_ready_seconds {oldest or 0:.3f}\n"
+        "# HELP mirror_task_running Background tasks marked running.\n"
+        "# TYPE mirror_task_running gauge\n"
+        f"mirror_task_running {running['running']}\n"
+        "# HELP mirror_task_running_over_bound Background tasks marked running for longer "
+        "than TASK_RUNNING_BOUND_SECONDS.\n"
+        "# TYPE mirror_task_running_over_bound gauge\n"
+        f"mirror_task_running_over_bound {running['over_bound']}\n"
     ).encode()

@@ -109,6 +109,24 @@ def task_queue() -> dict[str, float | int | None]:
     return {"ready": int(due["count"]), "oldest_ready_seconds": age}
 
 
+def tasks_running() -> dict[str, int]:
+    """Tasks marked running, and those running for longer than TASK_RUNNING_BOUND_SECONDS:
+    stuck in a live worker, or left by a dead one and not handed on yet (the workers'
+    reclaim does that within a lease, so a lasting count is worth an alert)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.db.models import Count, Q
+    from django.utils import timezone
+    from django_tasks_db.models import DBTaskResult
+
+    bound = timezone.now() - timedelta(seconds=settings.TASK_RUNNING_BOUND_SECONDS)
+    counts = DBTaskResult.objects.filter(status="RUNNING").aggregate(
+        running=Count("id"), over_bound=Count("id", filter=Q(started_at__lt=bound))
+    )
+    return {"running": int(counts["running"]), "over_bound": int(counts["over_bound"])}
+
+
 def readiness() -> Readiness:
     checks = {"database": _run("database", _database), "cache": _run("cache", _cache)}
     # Without a database the migration plan cannot be read.

@@ -204,3 +204,26 @@ class PeriodicSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}@{self.slot}"
+
+
+class TaskWorker(models.Model):
+    """A running ``manage.py run_worker`` process, seen alive at ``seen_at``.
+
+    Its heartbeat renews ``seen_at`` every third of ``TASK_WORKER_LEASE_SECONDS``; a task
+    still marked running by a worker not seen for a whole lease was abandoned (the process
+    was killed, or lost the database for that long) and is handed to another worker."""
+
+    worker_id = models.CharField(max_length=64, unique=True)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    queues = models.JSONField(default=list)
+    # The ids of the tasks it was running at its last heartbeat.
+    running = models.JSONField(default=list)
+    started_at = models.DateTimeField(auto_now_add=True)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["worker_id"]
+
+    def __str__(self) -> str:
+        return f"{self.worker_id} ({self.hostname}:{self.pid})"

@@ -3,7 +3,10 @@
 Each worker (``manage.py run_worker``) runs :func:`enqueue_due` every few seconds beside
 its task loop. A periodic task's runs are numbered by time slot (``now // every``); the
 slot's row is inserted in the same transaction as the task, and the unique constraint lets
-exactly one of any number of workers enqueue a slot.
+exactly one of any number of workers enqueue a slot. The insert is ``ON CONFLICT DO
+NOTHING``: a scheduler that finds the slot taken learns it from the empty ``RETURNING``,
+not from a unique violation, so losing the race (every tick, for every worker but one)
+writes no error into the database server's log and aborts no transaction.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
+from django.utils import timezone
 from django_tasks.base import Task
 
 from apps.events import tasks
@@ -41,7 +45,22 @@ SCHEDULE = (
         "fold_receipt_rollups", tasks.fold_receipt_rollups, lambda: settings.ROLLUP_FOLD_SECONDS
     ),
     Periodic("prune_task_results", tasks.prune_task_results, lambda: 86_400),
+    # Tasks of workers that died (apps.events.workers): looked for once per lease.
+    Periodic("reclaim_tasks", tasks.reclaim_tasks, lambda: settings.TASK_WORKER_LEASE_SECONDS),
 )
+
+
+def periodic_slot_claim(*, name: str, slot: int) -> bool:
+    """Insert the slot's row unless it exists; whether this caller inserted it. Inside a
+    transaction, a concurrent insert of the same slot waits for the other's outcome."""
+    table = connection.ops.quote_name(PeriodicSlot._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (name, slot, enqueued_at) VALUES (%s, %s, %s) "  # noqa: S608 (a model's table name)
+            "ON CONFLICT (name, slot) DO NOTHING RETURNING id",
+            [name, slot, timezone.now()],
+        )
+        return cursor.fetchone() is not None
 
 
 def enqueue_due(now: float | None = None) -> list[str]:
@@ -54,12 +73,10 @@ def enqueue_due(now: float | None = None) -> list[str]:
             continue  # turned off
 
         slot = int(now // every) * every
-        try:
-            with transaction.atomic():
-                PeriodicSlot.objects.create(name=periodic.name, slot=slot)
-                tasks.enqueue(periodic.work)
-        except IntegrityError:
-            continue  # another worker has it
+        with transaction.atomic():
+            if not periodic_slot_claim(name=periodic.name, slot=slot):
+                continue  # another worker has it
+            tasks.enqueue(periodic.work)
         enqueued.append(periodic.name)
     return enqueued
 

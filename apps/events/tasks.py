@@ -35,6 +35,16 @@ logger = logging.getLogger(__name__)
 # at once instead of at its next poll, and the enqueue costs no extra statement.
 WAKE_CHANNEL = "countersign_tasks"
 
+# The queues (settings.TASKS names them), each served by threads of its own in every
+# worker: a webhook attempt waits on someone else's server for up to its deadline, and
+# one org's slow endpoint must hold up neither the periodic work every org depends on
+# (approval expiry, transparency epochs, reclaiming) nor the rest (fan-out, emails,
+# exports). A task's queue is part of its declaration below.
+DEFAULT_QUEUE = "default"
+PERIODIC_QUEUE = "periodic"
+DELIVERIES_QUEUE = "deliveries"
+QUEUES = (DEFAULT_QUEUE, PERIODIC_QUEUE, DELIVERIES_QUEUE)
+
 
 def enqueue(work: Task[Any, Any], *args: Any, run_after: datetime | None = None) -> None:
     """Enqueue ``work(*args)`` as part of the current transaction (see the module doc)."""
@@ -56,7 +66,7 @@ def fan_out_event(event_pk: int) -> int:
     return len(event_fan_out(event=event))
 
 
-@task()
+@task(queue_name=DELIVERIES_QUEUE)
 def deliver_webhook(delivery_id: int) -> str:
     from apps.events.delivery import delivery_attempt
 
@@ -108,7 +118,7 @@ def send_endpoint_disabled_email(endpoint_pk: int) -> int:
 # --- periodic work (enqueued by apps.events.periodic) -------------------------------------
 
 
-@task()
+@task(queue_name=PERIODIC_QUEUE)
 def sweep_approvals() -> int:
     """Apply overdue approvals' on_timeout outcome (was ``manage.py sweep_approvals``)."""
     from apps.approvals.services import approvals_sweep
@@ -116,7 +126,7 @@ def sweep_approvals() -> int:
     return approvals_sweep()
 
 
-@task()
+@task(queue_name=PERIODIC_QUEUE)
 def publish_transparency_epoch() -> int:
     """One transparency log epoch (extend the org trees, publish a checkpoint if any grew);
     idempotent, one transaction: a crash mid-run publishes nothing. The epoch number, or 0
@@ -125,7 +135,7 @@ def publish_transparency_epoch() -> int:
     return result.epoch if result.published and result.epoch is not None else 0
 
 
-@task()
+@task(queue_name=PERIODIC_QUEUE)
 def fold_receipt_rollups() -> int:
     """Fold newly mirrored receipts into the per-org daily rollups the dashboard reads;
     entries folded. Reads stay exact without it (they add what is not folded yet); it keeps
@@ -135,7 +145,7 @@ def fold_receipt_rollups() -> int:
     return rollups_catch_up()
 
 
-@task()
+@task(queue_name=PERIODIC_QUEUE)
 def sweep_deliveries() -> int:
     """Re-enqueue deliveries that are due but have no live task: a claim that ran out (a
     worker died mid-attempt) or a retry whose task was lost. A second task for a delivery
@@ -154,7 +164,7 @@ def sweep_deliveries() -> int:
     return count
 
 
-@task()
+@task(queue_name=PERIODIC_QUEUE)
 def prune_task_results() -> int:
     """Delete finished task rows older than TASK_RESULT_RETENTION_DAYS."""
     from django_tasks_db.models import DBTaskResult
@@ -165,6 +175,16 @@ def prune_task_results() -> int:
     cutoff = timezone.now() - timedelta(days=days)
     deleted, _ = DBTaskResult.objects.finished().filter(finished_at__lt=cutoff).delete()
     return deleted
+
+
+@task(queue_name=PERIODIC_QUEUE)
+def reclaim_tasks() -> int:
+    """Put the tasks of workers that died back on the queue (apps.events.workers); how
+    many were requeued or failed."""
+    from apps.events.workers import tasks_reclaim
+
+    result = tasks_reclaim()
+    return len(result.requeued) + len(result.failed)
 
 
 @task()

@@ -374,7 +374,22 @@ LOGGING = {
 # queue is a table of the same database, so work a change enqueues commits or rolls back
 # with the change; workers (`manage.py run_worker`) on any number of machines share it
 # (SELECT ... FOR UPDATE SKIP LOCKED on PostgreSQL).
-TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# Three queues, each run by its own threads in every worker (apps.events.tasks): webhook
+# attempts wait on other parties' servers and must not hold up the periodic work (approval
+# expiry, transparency epochs) or the rest (fan-out, emails, exports).
+TASKS = {
+    "default": {
+        "BACKEND": "django_tasks_db.DatabaseBackend",
+        "QUEUES": ["default", "periodic", "deliveries"],
+    }
+}
+# A worker renews its lease every third of this; a task still running under a worker
+# not seen for a whole lease is handed to another worker (at least once), at most
+# TASK_MAX_ATTEMPTS times in all, then failed.
+TASK_WORKER_LEASE_SECONDS = env_int("TASK_WORKER_LEASE_SECONDS", 30, minimum=1)
+TASK_MAX_ATTEMPTS = env_int("TASK_MAX_ATTEMPTS", 3, minimum=1)
+# /metrics counts the tasks running for longer than this (mirror_task_running_over_bound).
+TASK_RUNNING_BOUND_SECONDS = env_int("TASK_RUNNING_BOUND_SECONDS", 900, minimum=1)
 # Seconds between the periodic runs the worker's scheduler enqueues (apps.events.periodic).
 APPROVAL_SWEEP_SECONDS = env_int("APPROVAL_SWEEP_SECONDS", 60, minimum=1)
 DELIVERY_SWEEP_SECONDS = env_int("DELIVERY_SWEEP_SECONDS", 60, minimum=1)

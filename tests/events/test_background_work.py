@@ -31,22 +31,21 @@ def test_each_periodic_task_is_enqueued_once_per_slot(db, settings) -> None:
     settings.APPROVAL_SWEEP_SECONDS = 60
     settings.TRANSPARENCY_EPOCH_SECONDS = 60
     settings.ROLLUP_FOLD_SECONDS = 60
+    settings.TASK_WORKER_LEASE_SECONDS = 60
     first = enqueue_due(now=1_000_000.0)
     again = enqueue_due(now=1_000_010.0)  # same slots: another worker, or the next tick
     later = enqueue_due(now=1_000_070.0)  # the next minute
 
     every_minute = [
-        "fold_receipt_rollups",
-        "publish_transparency_epoch",
-        "sweep_approvals",
-        "sweep_deliveries",
-    ]
+        "fold_receipt_rollups", "publish_transparency_epoch", "reclaim_tasks",
+        "sweep_approvals", "sweep_deliveries",
+    ]  # fmt: skip
     assert sorted(first) == sorted([*every_minute, "prune_task_results"])
     assert again == []
     assert sorted(later) == every_minute
     paths = list(DBTaskResult.objects.values_list("task_path", flat=True))
     assert paths.count("apps.events.tasks.sweep_approvals") == 2
-    assert PeriodicSlot.objects.count() == 9
+    assert PeriodicSlot.objects.count() == 11
 
 
 def test_a_periodic_task_set_to_zero_seconds_is_off(db, settings) -> None:
