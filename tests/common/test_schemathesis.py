@@ -66,6 +66,7 @@ DATA_DEPENDENT = {
         "/v1/receipts$": "a signed receipt that verifies",
         "/v1/approvals/[^/]+/submit-token$": "a signed approval token and the content it signs",
         "/v1/policy(/preview)?$": "TOML that parses into a policy",
+        "/v1/evidence/exports?$": "a window whose `from` is not after its `to`",
         "/v1/webhooks(/[^/]+)?$": "a URL Django reads as one (a JSON Schema `uri` is wider)",
     },
     "teampath": {
