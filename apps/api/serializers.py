@@ -157,7 +157,7 @@ class StrictBooleanField(serializers.BooleanField):
 
     def to_internal_value(self, data: Any) -> bool:
         if not isinstance(data, bool):
-            self.fail("invalid", input=data)
+            self.fail("invalid")
         return data
 
 
