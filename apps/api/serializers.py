@@ -46,6 +46,18 @@ class ReceiptField(RawJsonField):
     bytes are hashed and its signatures checked exactly as the SDK wrote them)."""
 
 
+@extend_schema_field(
+    {
+        "anyOf": [ref("ActionReceipt"), {}],
+        "description": "An ActionReceipt. Each item is judged on its own: one that is not a "
+        "well-formed receipt, of any JSON type, gets `accepted: false` in its result.",
+    }
+)
+class BatchReceiptField(RawJsonField):
+    """A receipt of a batch: read like ``ReceiptField``, but the batch answers every item
+    (a refusal is that item's result), so the document takes any value here."""
+
+
 @extend_schema_field({"type": "object", "additionalProperties": True})
 class JsonObjectField(RawJsonField):
     """A JSON object handed through untouched (a receipt's content, for instance)."""
@@ -130,6 +142,36 @@ class StrictCharField(serializers.CharField):
         return str(super().to_internal_value(data))
 
 
+class StrictIntegerField(serializers.IntegerField):
+    """A member that must be a JSON integer (DRF's own would take ``"7"`` and ``7.0``)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A member that must be a JSON ``true`` or ``false`` (DRF's own would take ``0``,
+    ``"yes"`` and the like, which the document does not allow)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": r"^\s*[A-Za-z0-9+/]{43}=?\s*$",
+        "description": "Ed25519 public key, base64 (32 bytes; the final `=` may be left out).",
+    }
+)
+class Ed25519KeyField(serializers.CharField):
+    """An Ed25519 public key in base64: ``canonical_public_key`` judges it (its words)."""
+
+
 class NoMembersSerializer(serializers.Serializer[Any]):
     """The body of a route that takes nothing: no body, or an empty JSON object."""
 
@@ -167,6 +209,8 @@ class _DateText(serializers.CharField):
 class EvidenceWindowInput(serializers.Serializer[Any]):
     """``{from?, to?}``, both ``YYYY-MM-DD`` and inclusive (``parse_window`` reads them).
     The member names are Python keywords, hence declared in ``get_fields``."""
+
+    refuses_unknown_members = True  # documented as a closed object (ProfileAutoSchema)
 
     def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
         return {name: _DateText(required=False, allow_null=True) for name in ("from", "to")}

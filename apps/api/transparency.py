@@ -244,7 +244,7 @@ class CosignatureInputSerializer(serializers.Serializer[Any]):
     """A witness's cosignature of a checkpoint. The members are judged by
     ``cosignature_submit`` in §5.6's order and words, not here: this only reads them."""
 
-    checkpoint_size = serializers.IntegerField(min_value=1)
+    checkpoint_size = serializers.IntegerField(min_value=1, max_value=MAX_U64)
     cosignature = serializers.CharField(help_text="A cosignature/v1 line (§4.4).")
 
     class Meta:
@@ -274,10 +274,13 @@ _TEXT = OpenApiResponse(response=OpenApiTypes.STR, description="The checkpoint n
 _BINARY = OpenApiResponse(response=OpenApiTypes.BINARY, description="Tile bytes (§6).")
 
 
-def _query(name: str, description: str) -> OpenApiParameter:
+def _query(name: str, description: str, minimum: int = 1) -> OpenApiParameter:
+    """A required size or index: a decimal integer, at least ``minimum``, at most 2^64 - 1
+    (``_size``). Whether it is in range of the log as it stands is judged by the route
+    (422 key-scoped / 400 team-path, §5.4, §5.5)."""
     return OpenApiParameter(
         name,
-        {"type": "integer", "minimum": 0},
+        {"type": "integer", "minimum": minimum, "maximum": MAX_U64},
         OpenApiParameter.QUERY,
         required=True,
         description=description,
@@ -390,7 +393,10 @@ def _views(profile: str) -> dict[str, type[Any]]:
         "log_leaves",
         "Top-log leaves (org heads), at most 1000",
         auth=[],
-        parameters=[_query("start", "First index"), _query("end", "Index past the last")],
+        parameters=[
+            _query("start", "First index", minimum=0),
+            _query("end", "Index past the last"),
+        ],
         responses={
             200: ok(LeavesSerializer, "The leaves; `end` says where they stop"),
             **_public_errors(profile, **{"s422" if keyscoped else "s400": ["validation_failed"]}),

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, register_converter
 
 from apps.api.transparency import KEYSCOPED, TEAMPATH, ReceiptProofApi, TeamReceiptProofApi
+
+
+class RestOfPathConverter:
+    """The rest of the path, line breaks included (``<path:>`` stops at one): whatever is
+    not a tile gets the tile route's own 404 (`tile_not_found`), as documented."""
+
+    regex = "(?s:.+)"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(RestOfPathConverter, "rest")
 
 
 def log_urlpatterns(profile: str) -> list[URLPattern]:
@@ -31,5 +47,5 @@ def log_urlpatterns(profile: str) -> list[URLPattern]:
         path("v1/log/leaves", views["leaves"].as_view(), name="log-leaves"),
         path("v1/log/witnesses", views["witnesses"].as_view(), name="log-witnesses"),
         path("v1/log/cosignatures", views["cosignatures"].as_view(), name="log-cosignatures"),
-        path("v1/log/tile/<path:tile>", views["tile"].as_view(), name="log-tile"),
+        path("v1/log/tile/<rest:tile>", views["tile"].as_view(), name="log-tile"),
     ]

@@ -19,7 +19,7 @@ from http import HTTPStatus
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
-from django.views.decorators.http import require_safe
+from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -149,8 +149,18 @@ def _registry() -> CollectorRegistry:
     return REGISTRY
 
 
-@require_safe
+# Not a form: no CSRF check, so a method the route does not serve (``QUERY`` is unsafe to
+# Django's CSRF middleware) gets its 405 with ``Allow``, in the profile's error body.
+@csrf_exempt
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    if request.method not in ("GET", "HEAD"):
+        refused = error_response(
+            status=HTTPStatus.METHOD_NOT_ALLOWED,
+            code="method_not_allowed",
+            message=f"method {request.method} is not allowed here",
+        )
+        refused["Allow"] = "GET, HEAD"
+        return refused
     if not settings.METRICS_ENABLED:
         raise Http404("metrics are disabled")
     if not scrape_allowed(request):

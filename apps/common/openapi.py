@@ -26,7 +26,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from rest_framework.serializers import BaseSerializer
+from rest_framework.serializers import BaseSerializer, CharField, Field
 
 from apps.common.openapi_events import EVENT_COMPONENTS
 
@@ -274,6 +274,30 @@ def path_parameter(name: str, description: str, pattern: str | None = None) -> O
     )
 
 
+# --- Inference ------------------------------------------------------------------------
+
+
+class ProfileAutoSchema(AutoSchema):
+    """drf-spectacular's inference, plus what a request body's serializer refuses and the
+    default leaves unsaid: a string member that may not be blank is ``minLength: 1`` (answers
+    are left alone: an output string may well be empty), and a serializer marked
+    ``refuses_unknown_members`` is a closed object (``additionalProperties: false``)."""
+
+    def _map_basic_serializer(self, serializer: BaseSerializer[Any], direction: str) -> Schema:
+        schema: Schema = super()._map_basic_serializer(serializer, direction)  # type: ignore[no-untyped-call]
+        if getattr(serializer, "refuses_unknown_members", False):
+            schema["additionalProperties"] = False
+        return schema
+
+    def _get_serializer_field_meta(
+        self, field: Field[Any, Any, Any, Any], direction: str
+    ) -> Schema:
+        meta: Schema = super()._get_serializer_field_meta(field, direction)  # type: ignore[no-untyped-call]
+        if direction == "request" and isinstance(field, CharField) and not field.allow_blank:
+            meta.setdefault("minLength", 1)
+        return meta
+
+
 # --- Security schemes ----------------------------------------------------------------
 
 
@@ -335,6 +359,14 @@ class TeamPathApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-u
 
 # --- The document of one profile -----------------------------------------------------
 
+# What every JSON body is held to whatever its schema (apps.common.json_text): a JSON
+# Schema cannot say it of the free-form members, so the description does.
+_JSON_BODY_RULES = (
+    " Every JSON body, free-form members included: UTF-8, at most 128 nested arrays and "
+    "objects, no repeated member name, no U+0000 in a string or name, integers from -2^63 to "
+    "2^64-1 (else 422 key-scoped, 400 team-path)."
+)
+
 _INFO = {
     "keyscoped": {
         "title": "Countersign: key-scoped profile",
@@ -343,6 +375,7 @@ _INFO = {
             "key. SDK plane: API key (`x-api-key` or `Authorization: Bearer`), scoped. "
             "Dashboard plane: console session JWT (`Authorization: Bearer`), by role. Every "
             'non-2xx body is `{"detail": ...}` (some carry more members, named per answer).'
+            + _JSON_BODY_RULES
         ),
     },
     "teampath": {
@@ -351,7 +384,7 @@ _INFO = {
             "Policy per team, receipts to an outbox (with a batch route), approvals keyed by "
             "id. Every request carries `Authorization: Bearer <API key>`. Every non-2xx body "
             'is `{"error": <code>, "message": ...}`; the `error` codes are the enum of '
-            "`TeamPathError` (docs/teampath-errors.md)."
+            "`TeamPathError` (docs/teampath-errors.md)." + _JSON_BODY_RULES
         ),
     },
 }
@@ -422,12 +455,15 @@ def _referenced_components(paths: Schema, inferred: Schema) -> dict[str, Schema]
     return dict(sorted(found.items()))
 
 
-def _finish_operations(paths: Schema) -> None:
-    """Every request body described here is required; error answers name their headers."""
+def _finish_operations(paths: Schema, components: Schema) -> None:
+    """A request body is required when one of its members is (a route whose members are all
+    optional takes no body too); error answers name their headers."""
     for operations in paths.values():
         for operation in operations.values():
-            if "requestBody" in operation:
-                operation["requestBody"]["required"] = True
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                target = media.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+                if components.get(target, {}).get("required"):
+                    operation["requestBody"]["required"] = True
             for status, response in operation.get("responses", {}).items():
                 if not response.get("description"):
                     response["description"] = HTTPStatus(int(status)).phrase
@@ -448,7 +484,6 @@ def finish_profile_document(
     result["info"].update(_INFO[profile])
     paths: Schema = result.setdefault("paths", {})
     paths["/metrics"] = deepcopy(_METRICS_PATH)
-    _finish_operations(paths)
     components = result.setdefault("components", {})
     inferred = components.get("schemas", {})
     components["schemas"] = {
@@ -457,6 +492,7 @@ def finish_profile_document(
         # Webhook bodies are sent, not served: every profile documents them.
         **_referenced_components({"webhooks": ref("WebhookEvent")}, inferred),
     }
+    _finish_operations(paths, components["schemas"])
     result["paths"] = dict(sorted(paths.items()))
     return result
 

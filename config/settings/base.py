@@ -197,7 +197,7 @@ REST_FRAMEWORK = {
     # deployment profile's body too.
     "EXCEPTION_HANDLER": "apps.api.handlers.profile_exception_handler",
     "UNAUTHENTICATED_USER": None,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "apps.common.openapi.ProfileAutoSchema",
 }
 
 # The OpenAPI 3 document of the deployment's profile at /v1/schema, Swagger UI at /v1/docs

@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings as django_settings
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
+from rest_framework.test import APIClient
 
 from apps.common import metrics
 
@@ -83,6 +84,19 @@ def test_the_team_path_profile_refuses_in_its_own_body(api_client, enabled):
     response = api_client.get("/metrics", REMOTE_ADDR="10.9.9.9")
     assert response.status_code == HTTPStatus.FORBIDDEN
     assert response.json()["error"] == "forbidden"
+
+
+@pytest.mark.parametrize("method", ["QUERY", "POST", "DELETE"])
+def test_a_method_it_does_not_serve_is_405_with_allow_in_the_profile_body(method, settings):
+    # As a browser or any client would send it: no CSRF exemption from the test client.
+    client = APIClient(enforce_csrf_checks=True)
+    response = client.generic(method, "/metrics")
+    assert response.status_code == HTTPStatus.METHOD_NOT_ALLOWED
+    assert response["Allow"] == "GET, HEAD"
+    assert response.json() == {"detail": f"method {method} is not allowed here"}
+    settings.API_PROFILE = "teampath"
+    settings.ROOT_URLCONF = "config.urls.teampath"
+    assert client.generic(method, "/metrics").json()["error"] == "method_not_allowed"
 
 
 def test_requests_are_counted_by_route_and_status(api_client):

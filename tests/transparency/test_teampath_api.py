@@ -53,6 +53,10 @@ def test_public_routes_answer_in_the_team_path_body(cast: Any) -> None:
     assert bad.status_code == HTTPStatus.BAD_REQUEST
     assert bad.json()["error"] == "validation_failed"
     assert client.get("/v1/log/tile/0/000").json()["error"] == "tile_not_found"
+    # A line break in the rest of the path is still this route's own 404 (as documented).
+    broken = client.get("/v1/log/tile/0/%0A")
+    assert broken.status_code == HTTPStatus.NOT_FOUND
+    assert broken.json()["error"] == "tile_not_found"
     head = client.get("/v1/log/orgs/olog_aaaaaaaaaaaaaaaaaaaaaaaaaa/consistency?first=1&second=2")
     assert head.json()["error"] == "org_head_not_found"
     cosign = client.post(

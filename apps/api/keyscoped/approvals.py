@@ -15,9 +15,11 @@ from rest_framework.response import Response
 from apps.api.keyscoped.base import KeyScopedSdkApi
 from apps.api.serializers import (
     BaseOutputSerializer,
+    Ed25519KeyField,
     HashField,
     IsoDateTimeField,
     JsonObjectField,
+    RawJsonField,
     StrictCharField,
     raw_body_members,
 )
@@ -91,7 +93,7 @@ class ApprovalOpenApi(KeyScopedSdkApi):
         action_hash = HashField(
             help_text="The suspended content's action_hash, or the SDK's suspend ticket."
         )
-        rule_id = serializers.CharField(
+        rule_id = StrictCharField(
             required=False,
             allow_blank=True,
             max_length=200,
@@ -99,20 +101,20 @@ class ApprovalOpenApi(KeyScopedSdkApi):
             "suspended content's `policy.rule_id`).",
         )
         threshold = serializers.IntegerField(required=False, default=1, min_value=1, max_value=100)
-        workflow = serializers.CharField(
+        workflow = StrictCharField(
             required=False, allow_blank=True, default="", help_text="Display context."
         )
-        account = serializers.CharField(
+        account = StrictCharField(
             required=False, allow_blank=True, default="", help_text="Display context."
         )
         matched_conditions = serializers.ListField(
-            child=serializers.JSONField(),
+            child=serializers.DictField(),
             required=False,
             default=list,
             max_length=100,
             help_text="Display context.",
         )
-        scope = serializers.CharField(
+        scope = StrictCharField(
             required=False,
             allow_blank=True,
             default="",
@@ -207,7 +209,7 @@ class ApprovalSubmitTokenApi(KeyScopedSdkApi):
                 for key in ("invalid", "null", "max_length")
             },
         )
-        required_scope = serializers.CharField(
+        required_scope = RawJsonField(
             required=False,
             help_text="Ignored: the scope is bound to the approval's rule server-side.",
         )
@@ -359,11 +361,9 @@ class ApproverKeyRegisterApi(KeyScopedSdkApi):
     ]
 
     class InputSerializer(serializers.Serializer[Any]):
-        key_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
-        public_key = serializers.CharField(
-            max_length=100, help_text="Ed25519 public key, base64 (32 bytes)."
-        )
-        label = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)  # type: ignore[assignment]
+        key_id = StrictCharField(required=False, allow_blank=True, max_length=100)
+        public_key = Ed25519KeyField()
+        label = StrictCharField(required=False, allow_blank=True, default="", max_length=200)  # type: ignore[assignment]
 
         class Meta:
             ref_name = "ApproverKeyRegisterRequest"

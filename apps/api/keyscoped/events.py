@@ -19,7 +19,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi
-from apps.api.serializers import EvidenceWindowInput, NoMembersSerializer, Rfc3339Field
+from apps.api.serializers import (
+    EvidenceWindowInput,
+    NoMembersSerializer,
+    Rfc3339Field,
+    StrictBooleanField,
+    StrictCharField,
+)
 from apps.audit.evidence import parse_window
 from apps.common.errors import InvalidInput, NotFound
 from apps.common.openapi import keyscoped_error, keyscoped_errors, ok, path_parameter, ref
@@ -221,9 +227,9 @@ class WebhookEndpointListApi(_ReadsFor):
         format = serializers.ChoiceField(
             choices=EndpointFormat.values, default=EndpointFormat.STANDARD
         )
-        description = serializers.CharField(max_length=200, required=False, default="",
-                                            allow_blank=True)  # fmt: skip
-        enabled = serializers.BooleanField(required=False, default=True)
+        description = StrictCharField(max_length=200, required=False, default="",
+                                      allow_blank=True)  # fmt: skip
+        enabled = StrictBooleanField(required=False, default=True)
 
         class Meta:
             ref_name = "WebhookEndpointCreate"
@@ -265,8 +271,8 @@ class WebhookEndpointDetailApi(_ReadsFor):
         url = serializers.URLField(max_length=2000, required=False)
         event_types = _EventTypesField(required=False)
         format = serializers.ChoiceField(choices=EndpointFormat.values, required=False)
-        description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        enabled = serializers.BooleanField(required=False)
+        description = StrictCharField(max_length=200, required=False, allow_blank=True)
+        enabled = StrictBooleanField(required=False)
 
         class Meta:
             ref_name = "WebhookEndpointUpdate"

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
-from apps.api.serializers import HashField
+from apps.api.serializers import HashField, StrictIntegerField
 from apps.common.openapi import keyscoped_error, keyscoped_errors, ok
 from apps.policy.preview import DecisionChange, PreviewReport, policy_preview
 from apps.policy.selectors import policy_active
@@ -134,7 +134,7 @@ class PolicyPreviewApi(DashboardApi):
         toml = _TomlField(
             max_length=settings.POLICY_MAX_TOML_CHARS, help_text="The draft policy TOML."
         )
-        days = serializers.IntegerField(
+        days = StrictIntegerField(
             min_value=1, max_value=settings.POLICY_PREVIEW_MAX_DAYS, default=7
         )
 

@@ -139,6 +139,8 @@ class ApprovalOpenApi(TeamPathApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
     class InputSerializer(serializers.Serializer[Any]):
+        refuses_unknown_members = True  # raw_body_members(allowed=...); a closed object
+
         receipt = ReceiptField(error_messages={"required": "this member is required"})
         routingHint = StrictCharField(
             source="routing_hint",
@@ -257,6 +259,8 @@ class ApprovalTokenSubmitApi(TeamPathApi):
     permission_classes = [scope_required(Scope.APPROVALS_WRITE)]
 
     class InputSerializer(serializers.Serializer[Any]):
+        refuses_unknown_members = True  # raw_body_members(allowed=...); a closed object
+
         token = StrictCharField(
             help_text="The approver's signed approval token, base64 (approvals.md §3).",
             error_messages={

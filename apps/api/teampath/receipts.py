@@ -18,7 +18,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.serializers import BaseOutputSerializer, ReceiptField
+from apps.api.serializers import BaseOutputSerializer, BatchReceiptField
 from apps.api.teampath.base import TeamPathApi, domain_error_response, parse_body
 from apps.approvals.services import (
     RECEIPT_REFUSALS,
@@ -177,8 +177,10 @@ class ReceiptBatchInputSerializer(serializers.Serializer[Any]):
     strict decoder parsed it. The body is checked by ``parse_batch_body``: too many receipts
     is its own code (``batch_too_large``), which a list field's length check cannot say."""
 
+    refuses_unknown_members = True  # parse_batch_body; documented as a closed object
+
     receipts = serializers.ListField(
-        child=ReceiptField(),
+        child=BatchReceiptField(),
         min_length=1,
         max_length=settings.TEAMPATH_BATCH_MAX,
     )
