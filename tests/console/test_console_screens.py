@@ -30,10 +30,12 @@ from apps.approvals.services import approver_key_register
 from apps.approvals.tokens import assemble_l1_from_parts
 from apps.console import urls as console_urls
 from apps.console.demo import Demo, demo_bootstrap
-from apps.events.models import Delivery, EventType
+from apps.events.models import Delivery, EventType, WebhookEndpoint
 from apps.events.services import webhook_endpoint_create
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
+from apps.tenancy.models import Plan, Role
+from apps.tenancy.services import membership_add, org_create
 from apps.policy.models import PolicyVersion
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.events.conftest import Receiver, work
@@ -209,7 +211,7 @@ def screen(browser: Any) -> Iterator[Any]:
 
 def sign_in(page: Any, live_server: Any, username: str, password: str) -> None:
     page.context.clear_cookies()
-    page.goto(f"{live_server.url}/admin/login/")
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button[type=submit], input[type=submit]")
@@ -304,3 +306,243 @@ def test_every_console_screen_fits_1366_px_with_visible_fields(
             found[f"{name} ({path})"] = problems
     assert seen > 40
     assert found == {}, json.dumps(found, indent=1)
+
+
+def _assert_fits(page: Any, name: str) -> None:
+    if SHOTS:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    assert layout_problems(page) == [], name
+
+
+def _in_view(page: Any, selector: str) -> bool:
+    """The element is inside the window and on top there (no sticky bar over it)."""
+    return bool(
+        page.evaluate(
+            """(selector) => {
+                const e = document.querySelector(selector);
+                const box = e.getBoundingClientRect();
+                if (box.top < 0 || box.bottom > window.innerHeight || box.height === 0) return false;
+                const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+                return e.contains(hit);
+            }""",
+            selector,
+        )
+    )
+
+
+FLOOR_BYPASS = "# a payment without a human: the floor refuses it\n" + rule_toml(
+    "payments.free", "payment", "allow"
+)
+
+
+def test_a_refused_policy_shows_its_error_in_view_at_its_line(screen, live_server, console):
+    sign_in(screen, live_server, console.demo.username, console.demo.password)
+    add = live_server.url + reverse("admin:policy_policyversion_add")
+    example = (Path(__file__).parents[2] / "deploy" / "examples" / "policy.toml").read_text()
+    lines = example.splitlines()
+    broken = "\n".join([*lines[:30], "bogus = ]", *lines[30:]])
+    for text, line, says in [(broken, 31, "not valid TOML"), (FLOOR_BYPASS, 3, "payments.free")]:
+        screen.goto(add)
+        screen.select_option("#id_org", label=str(console.demo.org))
+        screen.fill("#id_toml", text)
+        screen.click("button[name=_save]")
+        screen.wait_for_selector("#policy-error")
+        error = screen.inner_text("#policy-error")
+        assert says in error
+        assert f"line {line}: {text.splitlines()[line - 1]}" in error
+        assert _in_view(screen, "#policy-error"), error
+        # The caret is on that line of the text.
+        selected = screen.evaluate(
+            "(() => { const a = document.getElementById('id_toml');"
+            " return a.value.slice(a.selectionStart, a.selectionEnd); })()"
+        )
+        assert selected == text.splitlines()[line - 1]
+        _assert_fits(screen, "policy-refused")
+    # The preview shows it the same way.
+    screen.goto(live_server.url + reverse("admin:policy_policyversion_preview"))
+    screen.select_option("#id_org", label=str(console.demo.org))
+    screen.fill("#id_toml", FLOOR_BYPASS)
+    screen.click("#preview-form [type=submit]")
+    screen.wait_for_selector("#policy-error")
+    assert "line 3:" in screen.inner_text("#policy-error")
+    assert _in_view(screen, "#policy-error")
+
+
+def _cells_apart(page: Any, selector: str) -> bool:
+    """Every cell of the table has room around its text (cells do not run together)."""
+    return bool(
+        page.evaluate(
+            """(selector) => [...document.querySelectorAll(selector + ' td, ' + selector + ' th')]
+                .every(c => parseFloat(getComputedStyle(c).paddingLeft) >= 4
+                            && parseFloat(getComputedStyle(c).paddingRight) >= 4)""",
+            selector,
+        )
+    )
+
+
+def test_the_pages_shown_once_and_the_preview_are_finished(screen, live_server, console) -> None:
+    sign_in(screen, live_server, console.demo.username, console.demo.password)
+    # A new API key: the callout, the key, and the SDK's configure line with both filled in.
+    screen.goto(live_server.url + reverse("admin:tenancy_apikey_add"))
+    screen.select_option("#id_org", label=str(console.demo.org))
+    screen.fill("#id_label", "billing agent")
+    screen.click("button[name=_save]")
+    screen.wait_for_selector("#copy-now")
+    assert "Copy this key now" in screen.inner_text("#copy-now")
+    secret = screen.inner_text(".one-time-secret").strip()
+    assert secret.startswith("hk_")
+    configure = f'heso.cloud.configure(api_key="{secret}", endpoint="{live_server.url}")'
+    assert screen.inner_text(".sdk-configure").strip() == configure
+    assert screen.locator(f"button.copy-button[data-copy='{configure}']").count() == 1
+    assert _cells_apart(screen, "table.console-table")
+    _assert_fits(screen, "api-key-issued")
+    # A webhook endpoint's secret.
+    screen.goto(live_server.url + reverse("admin:events_webhookendpoint_add"))
+    screen.select_option("#id_org", label=str(console.demo.org))
+    screen.fill("#id_url", "http://127.0.0.1:9/another/receiver")
+    screen.check("input[name=event_types][value='approval.decided']")
+    screen.click("button[name=_save]")
+    screen.wait_for_selector("#copy-now")
+    assert "Copy this signing secret now" in screen.inner_text("#copy-now")
+    assert screen.inner_text(".one-time-secret").strip().startswith("whsec_")
+    assert _cells_apart(screen, "table.console-table")
+    _assert_fits(screen, "webhook-secret")
+    # A dashboard session token.
+    screen.goto(live_server.url + reverse("admin:tenancy_org_dashboard", args=[console.demo.org.pk]))
+    screen.click("text=Get a dashboard session token for scripts")
+    screen.wait_for_selector("#copy-now")
+    assert "Copy these tokens now" in screen.inner_text("#copy-now")
+    assert screen.locator(".one-time-secret").count() == 2
+    assert _cells_apart(screen, "table.console-table")
+    _assert_fits(screen, "session-token")
+    # The policy preview: its report in the console's cards and tables.
+    screen.goto(live_server.url + reverse("admin:policy_policyversion_preview"))
+    screen.select_option("#id_org", label=str(console.demo.org))
+    screen.fill("#id_toml", rule_toml("search.block", "tool_call", "block"))
+    screen.click("#preview-form [type=submit]")
+    screen.wait_for_selector("#preview-report")
+    assert "decisions would change" in screen.inner_text("#preview-report")
+    headers = screen.locator("#preview-sample th").all_inner_texts()
+    assert headers == ["Receipt", "Action", "Workflow", "Before", "After"]
+    assert _cells_apart(screen, "#preview-sample")
+    assert _cells_apart(screen, "#preview-transitions")
+    _assert_fits(screen, "policy-preview-report")
+
+
+def _sidebar_groups(page: Any) -> list[str]:
+    titles: list[str] = page.locator("#nav-sidebar-apps h2").all_inner_texts()
+    return [title.strip() for title in titles]
+
+
+def test_signing_in_lands_on_the_org_and_the_sidebar_is_grouped_by_job(
+    screen, live_server, console
+) -> None:
+    # The demo's owner (one org, a superuser): its dashboard, and the System group.
+    sign_in(screen, live_server, console.demo.username, console.demo.password)
+    org = console.demo.org
+    assert screen.url.endswith(reverse("admin:tenancy_org_dashboard", args=[org.pk]))
+    jobs = ["Receipts", "Approvals", "Policy", "Keys and members", "Notifications",
+            "Transparency"]  # fmt: skip
+    assert _sidebar_groups(screen) == [*jobs, "System"]
+    sidebar = screen.inner_text("#nav-sidebar-apps")
+    assert "Witnesses" in sidebar and "Witnesss" not in sidebar
+    system = screen.locator("#nav-sidebar-apps > div", has_text="System").inner_text()
+    for internal in ("Admin log", "Groups", "Background task results", "Issued refresh tokens"):
+        assert internal in system
+    # A member of two orgs picks one; internal tables are not theirs to see.
+    other = org_create(slug="second", name="Second org", plan=Plan.FREE)
+    membership_add(org=org, username="two-orgs", role=Role.MANAGER, password="pw-two")
+    membership_add(org=other, username="two-orgs", role=Role.VIEWER)
+    sign_in(screen, live_server, "two-orgs", "pw-two")
+    assert screen.url.endswith(reverse("admin:index"))
+    picker = screen.inner_text("#org-dashboards")
+    assert "demo dashboard" in picker and "second dashboard" in picker
+    assert _sidebar_groups(screen) == jobs
+    assert "Log entries" not in screen.inner_text("#content")  # not Django's list of models
+    for path in ("/admin/auth/group/", "/admin/django_tasks_database/dbtaskresult/"):
+        assert visit(screen, live_server.url + path) == HTTPStatus.FORBIDDEN
+    # An empty list says what the thing is and gives the one thing that creates it.
+    screen.goto(f"{live_server.url}/admin/events/evidenceexportjob/")
+    empty = screen.inner_text("#empty-state")
+    assert "No evidence export jobs yet" in empty
+    assert "archives of an org's receipts" in empty
+    assert "yielded" not in empty and "Reset filters" not in empty
+    assert screen.locator("#empty-state a", has_text="Add evidence export job").count() == 1
+    screen.goto(f"{live_server.url}/admin/transparency/checkpoint/")
+    assert "manage.py publish_checkpoint" in screen.inner_text("#empty-state")
+    screen.goto(f"{live_server.url}/admin/receipts/mirrorentry/?q=no-such-thing")
+    assert "match “no-such-thing”" in screen.inner_text("#empty-state")
+
+
+BREADCRUMB_IDENTIFIERS = re.compile(r"^\d+#\d+|\b(Apr|Pol|Ep)_")
+
+
+def test_pages_speak_words_not_identifiers(screen, live_server, console) -> None:
+    sign_in(screen, live_server, console.demo.username, console.demo.password)
+    org = console.demo.org
+    versions = PolicyVersion.objects.filter(org=org).order_by("pk")
+    endpoint = WebhookEndpoint.objects.filter(org=org).order_by("pk").first()
+    assert endpoint is not None
+    pages = {
+        "receipt": reverse("admin:receipts_mirrorentry_change", args=[console.l1.pk]),
+        "approval": reverse("admin:approvals_approval_change", args=[console.approved.pk]),
+        "policy": reverse("admin:policy_policyversion_change", args=[versions.last().pk]),
+        "endpoint": reverse("admin:events_webhookendpoint_change", args=[endpoint.pk]),
+    }
+    for name, path in pages.items():
+        screen.goto(live_server.url + path)
+        header = screen.inner_text("#page-crumbs")
+        assert not BREADCRUMB_IDENTIFIERS.search(header), (name, header)
+    screen.goto(live_server.url + pages["receipt"])
+    assert f"Receipt #{console.l1.seq}: tool_call search" in screen.inner_text("#page-crumbs")
+    text = screen.inner_text("#content")
+    assert "Valid at L1 (the receipt verifies" in text
+    # The L1 receipt's approval: fields, the approver by name, and a link; raw JSON folded.
+    fields = screen.inner_text(".approval-fields")
+    assert "Alice Martin (alice)" in fields and "Decided at" in fields and "Reason" in fields
+    assert screen.locator(f".approval-fields a:text-is('{console.approved.approval_id}')").count()
+    assert screen.locator("details.raw-json").count() == 1
+    assert not screen.locator("details.raw-json pre").is_visible()
+    # The suspended receipt's summary agrees with its links: pending, not "none".
+    screen.goto(live_server.url + reverse("admin:receipts_mirrorentry_change",
+                                          args=[console.suspended.pk]))  # fmt: skip
+    summary = screen.inner_text(".approval-fields")
+    assert "pending" in summary and console.pending.approval_id in summary
+    # The vote history in words.
+    screen.goto(live_server.url + pages["approval"])
+    history = screen.inner_text("#content")
+    assert "opened" in history  # the history is there
+    assert "=True" not in history and "=False" not in history
+    # The active version offers no rollback to itself; an older one does.
+    screen.goto(live_server.url + pages["policy"])
+    assert screen.locator("text=Roll back to this version").count() == 0
+    assert screen.locator("text=Active version").count() == 1
+    screen.goto(live_server.url + reverse("admin:policy_policyversion_change",
+                                          args=[versions.first().pk]))  # fmt: skip
+    assert screen.locator("text=Roll back to this version").count() == 1
+    # The admin log in words.
+    screen.goto(live_server.url + reverse("admin:admin_logentry_changelist"))
+    log = screen.inner_text("#result_list")
+    assert '[{"added"' not in log and "Added." in log
+    # One quota format on the dashboard.
+    screen.goto(live_server.url + reverse("admin:tenancy_org_dashboard", args=[org.pk]))
+    quota = screen.inner_text("#quota-shown")
+    card = screen.locator(".card", has_text="Receipts this month").inner_text()
+    assert quota.split(" receipts")[0] in card
+    # A delivered webhook has no "next attempt".
+    delivered = Delivery.objects.filter(status="succeeded").first()
+    assert delivered is not None
+    screen.goto(live_server.url + reverse("admin:events_delivery_change", args=[delivered.pk]))
+    assert "Next attempt" not in screen.inner_text("#content")
+    assert "Delivered at" in screen.inner_text("#content")
+    # /verify: a verdict keeps its name and says what it means.
+    text = json.dumps(Agent().receipt())
+    tampered = text.replace('"weather"', '"weathers"')
+    screen.goto(live_server.url + reverse("console-verify"))
+    screen.fill("#input", tampered)
+    screen.click("#verify")
+    screen.wait_for_selector("#result[data-summary='HashMismatch']")
+    shown = screen.inner_text("#result")
+    assert "HashMismatch" in shown and "the content was changed after it was hashed" in shown
+    assert "NoTrustedTime" not in shown or "captured_at is the agent's own claim" in shown
