@@ -20,8 +20,8 @@ class ConsoleLogAdmin(UnfoldModelAdmin, admin.ModelAdmin[LogEntry]):
                     "change_shown"]  # fmt: skip
     list_filter = ["action_flag", "content_type"]
     search_fields = ["object_repr", "change_message", "user__username"]
-    fields = ["action_time", "user", "content_type", "object_id", "object_repr", "action_shown",
-              "change_shown"]  # fmt: skip
+    fields = ("action_time", "user", "content_type", "object_id", "object_repr", "action_shown",
+              "change_shown")  # fmt: skip
     readonly_fields = fields
     date_hierarchy = "action_time"
 

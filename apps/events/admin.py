@@ -222,8 +222,10 @@ class DeliveryAdmin(OrgScopedAdmin[Delivery]):
     @admin.display(description="Endpoint", ordering="endpoint__endpoint_id")
     def endpoint_shown(self, obj: Delivery) -> str:
         endpoint = obj.endpoint
-        return f"{endpoint.description} ({endpoint.endpoint_id})" if endpoint.description else (
-            endpoint.endpoint_id
+        return (
+            f"{endpoint.description} ({endpoint.endpoint_id})"
+            if endpoint.description
+            else (endpoint.endpoint_id)
         )
 
     @admin.display(description="Outcome", ordering="status")

@@ -114,7 +114,8 @@ class PolicyDeployForm(forms.ModelForm[PolicyVersion]):
     inline on the TOML, naming the rule."""
 
     toml = forms.CharField(widget=UnfoldAdminTextareaWidget(attrs={"rows": 24, "cols": 100}),
-                           strip=False, required=False, initial=example_policy_toml)  # fmt: skip
+                           strip=False, required=False, initial=example_policy_toml,
+                           label="Policy (TOML)")  # fmt: skip
 
     class Meta:
         model = PolicyVersion
@@ -323,11 +324,12 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
                 limit=10_000,
             )
         error = policy_error_at(form, request.POST.get("toml", "")) if form.is_bound else None
+        counted = report.transitions.most_common() if report else []
+        transitions = [(change.replace(" -> ", " → "), count) for change, count in counted]
         context = {**self.admin_site.each_context(request), "title": "Preview a policy",
                    "form": form, "report": report, "opts": self.model._meta,
                    "policy_error": error,
-                   "transitions": [(transition.replace(" -> ", " → "), count) for transition, count
-                                   in (report.transitions.most_common() if report else [])]}  # fmt: skip
+                   "transitions": transitions}  # fmt: skip
         return TemplateResponse(request, "admin/policy/policyversion/preview.html", context)
 
 

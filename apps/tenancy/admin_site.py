@@ -20,7 +20,6 @@ from unfold.sites import UnfoldAdminSite
 
 from apps.tenancy.credential_limits import seconds_locked
 
-
 # The sidebar, grouped by what a member comes to do. Entries are admin models ("app.model")
 # or named console pages; each shows only to whoever may open it. A registered model that
 # is in no group here is listed under "More"; SYSTEM holds the service's internal tables,
@@ -87,16 +86,24 @@ class ConsoleAdminSite(UnfoldAdminSite):
         groups = [*JOBS, ("More", more)]
         if request.user.is_superuser:
             groups.append(("System", SYSTEM))
-        sidebar = []
+        sidebar: list[dict[str, Any]] = []
+        everything: list[dict[str, Any]] = []
         for title, entries in groups:
-            items = [item for entry in entries if (item := self._nav_item(request, by_label, entry))]
+            items = [
+                item for entry in entries if (item := self._nav_item(request, by_label, entry))
+            ]
             if items:
                 sidebar.append({"title": title, "items": items})
-        # The entry whose link is the longest start of this page's path is the active one.
-        matching = [item for group in sidebar for item in group["items"]
-                    if request.path == item["link"] or (request.path.startswith(item["link"])
-                                                        and item["link"].endswith("/admin/") is False
-                                                        and item["link"] != "/approve/")]  # fmt: skip
+                everything.extend(items)
+        # The entry whose link is the longest start of this page's path is the active one
+        # (the signing key page, /approve/, is not the start of each approval's page).
+        path = request.path
+        matching = [
+            item
+            for item in everything
+            if path == item["link"]
+            or (item["link"] != "/approve/" and path.startswith(item["link"]))
+        ]
         if matching:
             max(matching, key=lambda item: len(item["link"]))["active"] = True
         return sidebar
@@ -153,8 +160,12 @@ class ConsoleAdminSite(UnfoldAdminSite):
 
 # Third-party tables the service keeps for itself: registered by their packages with
 # Django's plain admin, shown themed here, and to superusers only.
-INTERNAL_TABLES = ("auth.group", "token_blacklist.outstandingtoken",
-                   "token_blacklist.blacklistedtoken", "django_tasks_database.dbtaskresult")  # fmt: skip
+INTERNAL_TABLES = (
+    "auth.group",
+    "token_blacklist.outstandingtoken",
+    "token_blacklist.blacklistedtoken",
+    "django_tasks_database.dbtaskresult",
+)
 
 
 def _superusers_only(model_admin: Any, request: HttpRequest, *args: Any) -> bool:

@@ -49,8 +49,7 @@ EMPTY_STATES = {
         "manage.py register_approver_key <org> <public key>",
     ),
     "policy.policyversion": EmptyState(
-        "A policy version is one deployed policy text; without one, every action goes to a "
-        "human.",
+        "A policy version is one deployed policy text; without one, every action goes to a human.",
         "manage.py deploy_policy <org> deploy/examples/policy.toml",
     ),
     "policy.policydeployment": EmptyState(
@@ -62,7 +61,8 @@ EMPTY_STATES = {
         "manage.py issue_api_key <org>",
     ),
     "tenancy.membership": EmptyState(
-        "Memberships give a console user a role in an org.", "manage.py add_member <org> <username> --role viewer"
+        "Memberships give a console user a role in an org.",
+        "manage.py add_member <org> <username> --role viewer",
     ),
     "tenancy.orgauditevent": EmptyState(
         "The org's audit trail: every key, member, policy and limit change, whoever made it."
@@ -88,8 +88,7 @@ EMPTY_STATES = {
         "manage.py export_evidence <org> --output evidence.tar",
     ),
     "transparency.checkpoint": EmptyState(
-        "Checkpoints are the signed heads of the public transparency log, published each "
-        "epoch.",
+        "Checkpoints are the signed heads of the public transparency log, published each epoch.",
         "manage.py publish_checkpoint",
     ),
     "transparency.witness": EmptyState(
@@ -97,8 +96,7 @@ EMPTY_STATES = {
         "manage.py register_witness <name> <key>",
     ),
     "transparency.orglog": EmptyState(
-        "Each org's own tree in the transparency log; it appears with the org's first "
-        "receipt."
+        "Each org's own tree in the transparency log; it appears with the org's first receipt."
     ),
     "admin.logentry": EmptyState("Every change made in the console is recorded here."),
 }
