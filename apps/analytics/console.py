@@ -107,6 +107,8 @@ def org_dashboard(request: HttpRequest, org: Org, context: dict[str, object]) ->
             "diff_old": history[0].previous_version_id if history else None,
             "month_count": next(c.value for c in counters if c.key == "receipts_month"),
             "cap": org.effective_monthly_receipt_cap,
+            # The quota as its counter shows it: one format on the page.
+            "month_shown": next(c.display for c in counters if c.key == "receipts_month"),
             "receipts_total": next(c.value for c in counters if c.key == "receipts_total"),
             "receipts_url": links["receipts_total"],
             "api_keys_url": reverse("admin:tenancy_apikey_changelist"),

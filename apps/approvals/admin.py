@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from unfold.widgets import UnfoldAdminTextInputWidget
 
 from apps.approvals.models import Approval, ApproverKey
 from apps.approvals.selectors import approval_roster
@@ -21,7 +22,10 @@ from apps.tenancy.audit_trail import Actor
 
 class ApproverKeyRegisterForm(forms.ModelForm[ApproverKey]):
     key_id = forms.CharField(
-        max_length=100, required=False, help_text="Empty: derived from the key."
+        max_length=100,
+        required=False,
+        help_text="Empty: derived from the key.",
+        widget=UnfoldAdminTextInputWidget,
     )
 
     class Meta:
@@ -100,8 +104,8 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
     """The approval queue: read-only here; votes are signed on the approvers' devices."""
 
     # Readable at 1366 px: the org is a filter; the dates are on the approval's page.
-    list_display = ["approval_id", "status", "waiting_for", "votes_shown", "rule_id", "workflow",
-                    "opened", "links"]  # fmt: skip
+    list_display = ["approval_id", "status_shown", "waiting_for", "rule_id", "workflow", "opened",
+                    "links"]  # fmt: skip
     search_help_text = "Searches approval id, rule, workflow, and full action or ticket hash."
     change_list_template = "admin/approvals/approval/change_list.html"
     list_filter = ["status", OrgFilter, "flag"]
@@ -142,6 +146,9 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
             context["title"] = f"Approval {obj.approval_id}"  # a record, not a change
         return super().render_change_form(request, context, *args, **kwargs)
 
+    def breadcrumb(self, obj: Approval) -> str:
+        return f"Approval {obj.approval_id} ({obj.status})"
+
     @admin.display(description="Context")
     def context_shown(self, obj: Approval) -> str:
         """The display context (matched conditions, scope) as lines of text, not JSON."""
@@ -168,6 +175,11 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
     @admin.display(description="Votes")
     def votes_shown(self, obj: Approval) -> str:
         return f"{obj.approved_count} of {obj.threshold}"
+
+    @admin.display(description="Status", ordering="status")
+    def status_shown(self, obj: Approval) -> str:
+        """The status with its votes (one column for both: the list fits 1366 px)."""
+        return f"{obj.status}, {obj.approved_count} of {obj.threshold} votes"
 
     @admin.display(description="Receipt")
     def receipt_link(self, obj: Approval) -> str:
@@ -260,4 +272,15 @@ def _key_labels(org_id: int) -> dict[str, str]:
 
 
 def _event_detail(detail: dict[str, Any]) -> str:
-    return ", ".join(f"{name}={value}" for name, value in detail.items())
+    """An event's detail in words: ``provisional`` rather than ``provisional=True``."""
+    words = []
+    for name, value in detail.items():
+        label = name.replace("_", " ")
+        if value is True:
+            words.append(label)
+        elif value is False:
+            words.append(f"not {label}")
+        elif value not in (None, "", [], {}):
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+            words.append(f"{label}: {shown}")
+    return f"({'; '.join(words)})" if words else ""

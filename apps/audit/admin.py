@@ -5,7 +5,7 @@ trigger refuses UPDATE and DELETE (migration 0001 of this app)."""
 from __future__ import annotations
 
 from django.contrib import admin
-from django.contrib.admin.models import LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import Model, QuerySet
@@ -16,14 +16,28 @@ from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationFo
 
 @admin.register(LogEntry)
 class ConsoleLogAdmin(UnfoldModelAdmin, admin.ModelAdmin[LogEntry]):
-    list_display = ["action_time", "user", "content_type", "object_repr", "action_flag",
-                    "change_message"]  # fmt: skip
+    list_display = ["action_time", "user", "content_type", "object_repr", "action_shown",
+                    "change_shown"]  # fmt: skip
     list_filter = ["action_flag", "content_type"]
     search_fields = ["object_repr", "change_message", "user__username"]
+    fields = ("action_time", "user", "content_type", "object_id", "object_repr", "action_shown",
+              "change_shown")  # fmt: skip
+    readonly_fields = fields
     date_hierarchy = "action_time"
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_active and request.user.is_staff)
+
+    @admin.display(description="Action", ordering="action_flag")
+    def action_shown(self, obj: LogEntry) -> str:
+        return {ADDITION: "added", CHANGE: "changed", DELETION: "deleted"}.get(
+            obj.action_flag, str(obj.action_flag)
+        )
+
+    @admin.display(description="Change")
+    def change_shown(self, obj: LogEntry) -> str:
+        """The change in words (Django's own rendering), not its stored JSON."""
+        return obj.get_change_message() or "-"
 
     def has_view_permission(self, request: HttpRequest, obj: LogEntry | None = None) -> bool:
         return bool(request.user.is_active and request.user.is_staff)

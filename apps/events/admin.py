@@ -14,6 +14,11 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from unfold.widgets import (
+    UnfoldAdminCheckboxSelectMultipleWidget,
+    UnfoldAdminSelectWidget,
+    UnfoldAdminURLInputWidget,
+)
 
 from apps.audit.evidence import EvidenceWindow
 from apps.events.destinations import ENDPOINT_MANAGER, masked_url, url_shown
@@ -48,11 +53,14 @@ from apps.tenancy.models import Role
 
 
 class WebhookEndpointForm(forms.ModelForm[WebhookEndpoint]):
-    url = forms.URLField(max_length=2000, assume_scheme="https")
+    url = forms.URLField(max_length=2000, assume_scheme="https", widget=UnfoldAdminURLInputWidget)
     event_types = forms.MultipleChoiceField(
-        choices=EventType.choices, widget=forms.CheckboxSelectMultiple
+        choices=EventType.choices, widget=UnfoldAdminCheckboxSelectMultipleWidget
     )
-    format = forms.ChoiceField(choices=EndpointFormat.choices, initial=EndpointFormat.STANDARD)
+    format = forms.ChoiceField(
+        choices=EndpointFormat.choices, initial=EndpointFormat.STANDARD,
+        widget=UnfoldAdminSelectWidget,
+    )  # fmt: skip
 
     class Meta:
         model = WebhookEndpoint
@@ -111,6 +119,9 @@ class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
         self, request: HttpRequest, obj: WebhookEndpoint | None = None
     ) -> bool:
         return can_write(request, self._org_id(obj), self.write_role)
+
+    def breadcrumb(self, obj: WebhookEndpoint) -> str:
+        return f"Endpoint “{obj.description}”" if obj.description else f"Endpoint {obj.endpoint_id}"
 
     @admin.display(description="Delivery log")
     def delivery_log(self, obj: WebhookEndpoint) -> str:
@@ -211,10 +222,15 @@ class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
         self._set_enabled(request, queryset, False)
 
 
+FINISHED = ("succeeded", "failed")
+
+
 @admin.register(Delivery)
 class DeliveryAdmin(OrgScopedAdmin[Delivery]):
-    list_display = ["event_type", "event_id", "endpoint", "status", "last_status_code",
-                    "last_latency_ms", "attempts", "next_attempt_at", "created_at"]  # fmt: skip
+    # Readable at 1366 px: the outcome in one column, when in another (delivered, or the
+    # next attempt while one is due); the webhook-id is on the delivery's page.
+    list_display = ["event_type", "endpoint_shown", "outcome", "attempts", "when",
+                    "created_at"]  # fmt: skip
     list_filter = [OrgFilter, "status", "event__type"]
     search_fields = ["event__event_id", "endpoint__endpoint_id"]
     list_select_related = ["event", "endpoint"]
@@ -224,7 +240,40 @@ class DeliveryAdmin(OrgScopedAdmin[Delivery]):
               "last_attempt_at", "delivered_at", "created_at", "payload"]  # fmt: skip
 
     def get_fields(self, request: HttpRequest, obj: Delivery | None = None) -> tuple[str, ...]:
-        return tuple(str(name) for name in self.readonly_fields)
+        # A delivered webhook has no next attempt; one not delivered has no delivery time.
+        hidden = {"next_attempt_at"} if obj is not None and obj.status in FINISHED else set()
+        if obj is not None and obj.delivered_at is None:
+            hidden.add("delivered_at")
+        return tuple(str(name) for name in self.readonly_fields if name not in hidden)
+
+    def breadcrumb(self, obj: Delivery) -> str:
+        return f"{obj.event.type} delivery ({obj.status})"
+
+    @admin.display(description="Endpoint", ordering="endpoint__endpoint_id")
+    def endpoint_shown(self, obj: Delivery) -> str:
+        endpoint = obj.endpoint
+        return (
+            f"{endpoint.description} ({endpoint.endpoint_id})"
+            if endpoint.description
+            else (endpoint.endpoint_id)
+        )
+
+    @admin.display(description="Outcome", ordering="status")
+    def outcome(self, obj: Delivery) -> str:
+        parts = [obj.get_status_display()]
+        if obj.last_status_code:
+            parts.append(f"HTTP {obj.last_status_code}")
+        if obj.last_latency_ms is not None:
+            parts.append(f"{obj.last_latency_ms} ms")
+        return " · ".join(parts)
+
+    @admin.display(description="When")
+    def when(self, obj: Delivery) -> str:
+        if obj.delivered_at is not None:
+            return f"delivered {obj.delivered_at:%Y-%m-%d %H:%M}"
+        if obj.status in FINISHED:
+            return "gave up" + (f": {obj.last_error}" if obj.last_error else "")
+        return f"next attempt {obj.next_attempt_at:%Y-%m-%d %H:%M}"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -260,7 +309,9 @@ class DeliveryAdmin(OrgScopedAdmin[Delivery]):
 
 
 class EmailSubscriptionForm(forms.ModelForm[EmailSubscription]):
-    event_type = forms.ChoiceField(choices=[(str(t), str(t)) for t in EMAIL_EVENT_TYPES])
+    event_type = forms.ChoiceField(
+        choices=[(str(t), str(t)) for t in EMAIL_EVENT_TYPES], widget=UnfoldAdminSelectWidget
+    )
 
     class Meta:
         model = EmailSubscription

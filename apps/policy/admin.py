@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,11 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from unfold.widgets import (
+    UnfoldAdminIntegerFieldWidget,
+    UnfoldAdminSelectWidget,
+    UnfoldAdminTextareaWidget,
+)
 
 from apps.common.errors import DomainError
 from apps.policy.errors import PolicyFloorBypass
@@ -57,10 +63,42 @@ def validated_toml(toml: str) -> str:
     try:
         policy_validate(toml=toml)
     except PolicyFloorBypass as error:
-        raise forms.ValidationError(f"{error.message} (rule {error.rule_id})") from None
+        raise forms.ValidationError(
+            f"{error.message} (rule {error.rule_id})", params={"rule_id": error.rule_id}
+        ) from None
     except DomainError as error:
         raise forms.ValidationError(error.message) from None
     return toml
+
+
+_AT_LINE = re.compile(r"at line (\d+)")
+_RULE_INDEX = re.compile(r"rule\[(\d+)\]")
+
+
+def policy_error_at(form: forms.BaseForm, toml: str) -> dict[str, Any] | None:
+    """The TOML field's error as the page shows it at the top of the form: the message,
+    and the line it points at (a parse error's line, the refused rule's ``id``, the n-th
+    ``[[rule]]`` of a schema error), numbered, for the reader and for the caret."""
+    errors = form.errors.as_data().get("toml") if form.is_bound else None
+    if not errors:
+        return None
+    error = errors[0]
+    message = " ".join(str(text) for text in error.messages)
+    lines = toml.splitlines()
+    number: int | None = None
+    if found := _AT_LINE.search(message):
+        number = int(found.group(1))
+    elif rule_id := (error.params or {}).get("rule_id"):
+        number = next((index for index, line in enumerate(lines, 1)
+                       if re.match(rf"\s*id\s*=\s*[\"']{re.escape(str(rule_id))}[\"']", line)),
+                      None)  # fmt: skip
+    elif found := _RULE_INDEX.search(message):
+        starts = [index for index, line in enumerate(lines, 1) if line.strip() == "[[rule]]"]
+        wanted = int(found.group(1))
+        number = starts[wanted] if wanted < len(starts) else None
+    if number is not None and not 1 <= number <= len(lines):
+        number = None
+    return {"message": message, "line": number, "text": lines[number - 1] if number else ""}
 
 
 def example_policy_toml() -> str:
@@ -75,8 +113,9 @@ class PolicyDeployForm(forms.ModelForm[PolicyVersion]):
     """Validated exactly as ``POST /v1/policy``: a parse error or a floor bypass is shown
     inline on the TOML, naming the rule."""
 
-    toml = forms.CharField(widget=forms.Textarea(attrs={"rows": 24, "cols": 100}), strip=False,
-                           required=False, initial=example_policy_toml)  # fmt: skip
+    toml = forms.CharField(widget=UnfoldAdminTextareaWidget(attrs={"rows": 24, "cols": 100}),
+                           strip=False, required=False, initial=example_policy_toml,
+                           label="Policy (TOML)")  # fmt: skip
 
     class Meta:
         model = PolicyVersion
@@ -87,10 +126,12 @@ class PolicyDeployForm(forms.ModelForm[PolicyVersion]):
 
 
 class PolicyPreviewForm(forms.Form):
-    org = forms.ModelChoiceField(queryset=Org.objects.none())
-    toml = forms.CharField(widget=forms.Textarea(attrs={"rows": 20, "cols": 100}), strip=False,
-                           required=False)  # fmt: skip
-    days = forms.IntegerField(min_value=1, max_value=90, initial=7)
+    org = forms.ModelChoiceField(queryset=Org.objects.none(), widget=UnfoldAdminSelectWidget)
+    toml = forms.CharField(widget=UnfoldAdminTextareaWidget(attrs={"rows": 20, "cols": 100}),
+                           strip=False, required=False, label="Draft policy (TOML)")  # fmt: skip
+    days = forms.IntegerField(min_value=1, max_value=90, initial=7,
+                              widget=UnfoldAdminIntegerFieldWidget,
+                              label="Replay the receipts of the last (days)")  # fmt: skip
 
     def clean_toml(self) -> str:
         return validated_toml(self.cleaned_data.get("toml") or "")
@@ -136,6 +177,10 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         for field in ("pk", "policy_id", "policy_hash", "rule_count", "created_at"):
             setattr(obj, field, getattr(version, field))
         messages.success(request, f"Deployed {version.policy_id} for {obj.org}.")
+
+    def breadcrumb(self, obj: PolicyVersion) -> str:
+        rules = f"{obj.rule_count} rule{'s' if obj.rule_count != 1 else ''}"
+        return f"Version of {obj.created_at:%Y-%m-%d %H:%M} ({rules})"
 
     @admin.display(boolean=True, description="Active")
     def is_active(self, obj: PolicyVersion) -> bool:
@@ -236,6 +281,14 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         }
         return TemplateResponse(request, "admin/policy/policyversion/compare.html", context)
 
+    def render_change_form(self, request: HttpRequest, context: dict[str, Any], *args: Any,
+                           **kwargs: Any) -> Any:  # fmt: skip
+        """A refused deploy shows its error at the top of the form, with the line."""
+        form = context["adminform"].form
+        if "toml" in form.fields:
+            context["policy_error"] = policy_error_at(form, form.data.get("toml", ""))
+        return super().render_change_form(request, context, *args, **kwargs)
+
     def change_view(
         self,
         request: HttpRequest,
@@ -247,6 +300,7 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         extra = {
             **(extra_context or {}),
             "can_roll_back": version is not None and can_write(request, version.org_id),
+            "original_is_active": version is not None and self.is_active(version),
             "other_versions": (
                 PolicyVersion.objects.filter(org_id=version.org_id).exclude(pk=version.pk)
                 .order_by("-created_at") if version else []
@@ -269,9 +323,13 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
                 days=form.cleaned_data["days"],
                 limit=10_000,
             )
+        error = policy_error_at(form, request.POST.get("toml", "")) if form.is_bound else None
+        counted = report.transitions.most_common() if report else []
+        transitions = [(change.replace(" -> ", " → "), count) for change, count in counted]
         context = {**self.admin_site.each_context(request), "title": "Preview a policy",
                    "form": form, "report": report, "opts": self.model._meta,
-                   "transitions": report.transitions.most_common() if report else []}  # fmt: skip
+                   "policy_error": error,
+                   "transitions": transitions}  # fmt: skip
         return TemplateResponse(request, "admin/policy/policyversion/preview.html", context)
 
 

@@ -41,10 +41,12 @@ class Reverification:
         return self.verdict.is_valid and not self.problems
 
     def __str__(self) -> str:
-        level = f" ({self.verdict.trust_level})" if self.verdict.trust_level else ""
+        level = f" at {self.verdict.trust_level}" if self.verdict.trust_level else ""
+        sentence = VERDICT_SENTENCES.get(self.verdict.kind, "").rstrip(".")
+        explained = f"{self.verdict.kind}{level}" + (f" ({sentence})" if sentence else "")
         detail = f": {self.verdict.detail}" if self.verdict.detail else ""
         link = "; ".join(self.problems) if self.problems else "digest and chain link hold"
-        return f"#{self.seq}: {self.verdict.kind}{level}{detail}; {link}"
+        return f"#{self.seq}: {explained}{detail}; {link}"
 
 
 def reverify(entry: MirrorEntry) -> Reverification:
@@ -126,6 +128,28 @@ def copyable_hash(value: str) -> str:
     )  # fmt: skip
 
 
+# What each verdict name means, in a sentence beside the name (server.md §2's kinds).
+VERDICT_SENTENCES = {
+    "Valid": "the receipt verifies: its hash, signatures and trust level hold.",
+    "Malformed": "the text is not a well-formed receipt of a known version.",
+    "HashMismatch": "the content was changed after it was hashed: action_hash does not match.",
+    "InvalidSignature": "a signature does not verify over the content.",
+    "TrustLevelMismatch": "the claimed trust level is not what the signatures support.",
+    "WrongAlgorithm": "the receipt names a signing algorithm this service does not accept.",
+    "Unsupported": "the receipt uses a feature this service does not support.",
+    "AnchorRequired": "the receipt needs a time anchor it does not carry.",
+    "SelfApproval": "the approver's key is the operator's own: an agent cannot approve itself.",
+    "ThresholdNotMet": "fewer approvers signed than the quorum requires.",
+    "NoTrustedTime": "no trusted timestamp: captured_at is the agent's own claim.",
+}
+
+
+def verdict_words(kind: str) -> str:
+    """A verdict's name with its sentence: ``HashMismatch (the content was changed …)``."""
+    sentence = VERDICT_SENTENCES.get(kind)
+    return f"{kind} ({sentence})" if sentence else kind
+
+
 DecisionFilter = choices_filter("decision_path", "policy decision", DECISION_PATHS)
 VerbFilter = choices_filter("verb", "verb", VERBS)
 
@@ -133,7 +157,73 @@ DETAIL_FIELDS = ("readable", "links", "org", "seq", "action_hash", "kind", "trus
                  "claimed_trust_level",
                  "supersedes_action_hash", "superseded_by", "prev_chain_hash", "chain_hash",
                  "receipt_digest", "received_at", "api_key", "session_id", "session_seq",
-                 "verdict_now", "receipt")  # fmt: skip
+                 "verdict_now", "raw_receipt")  # fmt: skip
+
+
+def _approval_of(entry: MirrorEntry) -> Any:
+    """The approval this receipt opened (a suspended receipt) or finalized (its L1 form,
+    which supersedes the suspended one), if any."""
+    # approvals sits a floor above receipts: its model by name, not by import.
+    approval_model = django_apps.get_model("approvals", "Approval")
+    hashes = [entry.action_hash, *([entry.supersedes_action_hash] if entry.supersedes_action_hash
+                                   else [])]  # fmt: skip
+    return approval_model.objects.filter(org_id=entry.org_id, action_hash__in=hashes).first()
+
+
+def _approver_names(org_id: int) -> dict[str, str]:
+    """Public key -> "label (key id)" of the org's approver keys, revoked ones too."""
+    key_model = django_apps.get_model("approvals", "ApproverKey")
+    return {
+        public: f"{label} ({key_id})" if label else key_id
+        for public, label, key_id in key_model.objects.filter(org_id=org_id).values_list(
+            "public_key", "label", "key_id"
+        )
+    }
+
+
+def _decision_record(value: Any) -> dict[str, Any]:
+    """An approver's decision record: embedded as an object, or as its signed JSON text."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def approval_summary(entry: MirrorEntry, content: dict[str, Any]) -> str:
+    """The receipt's approval as fields (who decided, when, why) with a link to it; for a
+    suspended receipt, the approval it waits on; "none" only when there is none."""
+    approval = _approval_of(entry)
+    names = _approver_names(entry.org_id)
+    rows: list[tuple[str, str]] = []
+    decision = content.get("approver_decision") or {}
+    quorum = content.get("multi_approval") or {}
+    records = [decision] if decision else [
+        _decision_record(record) for record in quorum.get("approvers", [])
+    ]  # fmt: skip
+    if quorum:
+        rows.append(("Quorum", f"{len(records)} of {quorum.get('threshold', '?')} approvers"))
+    for record in records:
+        who = str(record.get("approver_identity") or record.get("approver_pubkey_b64") or "")
+        rows.append(("Decision", str(record.get("decision", ""))))
+        rows.append(("Approver", names.get(who, f"unregistered key {who[:12]}…" if who else "-")))
+        rows.append(("Decided at", str(record.get("decided_at", "-"))))
+        rows.append(("Reason", str(record.get("reason") or "-")))
+    if approval is not None:
+        url = reverse("admin:approvals_approval_change", args=[approval.pk])
+        link = format_html('<a class="text-primary-600" href="{}">{}</a> ({})', url,
+                           approval.approval_id, approval.status)  # fmt: skip
+        if not records:
+            waiting = "waiting for a human's decision" if approval.status == "pending" else ""
+            rows.insert(0, ("Status", f"{approval.status}: {waiting}".rstrip(": ")))
+        rows.append(("Approval page", link))
+    if not rows:
+        return "none: the policy let this action through without a human"
+    return format_html(
+        '<dl class="fields approval-fields">{}</dl>',
+        format_html_join("", "<dt>{}</dt><dd>{}</dd>", rows),
+    )
 
 
 @admin.register(MirrorEntry)
@@ -182,6 +272,11 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
         self.message_user(request, str(result), messages.SUCCESS if result.ok else messages.ERROR)
         return HttpResponseRedirect(reverse("admin:receipts_mirrorentry_change", args=[entry.pk]))
 
+    def breadcrumb(self, obj: MirrorEntry) -> str:
+        action = _content(obj).get("action") or {}
+        what = action.get("tool_name") or action.get("target_host") or ""
+        return f"Receipt #{obj.seq}: {obj.verb} {what}".strip()
+
     @admin.display(description="Received", ordering="received_at")
     def received_when(self, obj: MirrorEntry) -> str:
         return format_html(
@@ -222,8 +317,6 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
     @admin.display(description="Links")
     def links(self, obj: MirrorEntry) -> str:
         """Session neighbours, chain predecessor (and successor), the approval it opened."""
-        # approvals sits a floor above receipts: its model by name, not by import.
-        approval_model = django_apps.get_model("approvals", "Approval")
         entries = MirrorEntry.objects.filter(org_id=obj.org_id)
         rows: list[tuple[str, str, str]] = []
 
@@ -246,9 +339,7 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
             )
             url = reverse("admin:receipts_mirrorentry_changelist")
             rows.append(("Whole session", f"{url}?q={obj.session_id}", obj.session_id))
-        approval = approval_model.objects.filter(
-            org_id=obj.org_id, action_hash=obj.action_hash
-        ).first()
+        approval = _approval_of(obj)
         if approval is not None:
             url = reverse("admin:approvals_approval_change", args=[approval.pk])
             rows.append(("Approval", url, f"{approval.approval_id} ({approval.status})"))
@@ -268,9 +359,7 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
             return "(the stored text does not decode: see the verdict below)"
         action = content.get("action") or {}
         policy = content.get("policy") or {}
-        decision = content.get("approver_decision") or {}
-        quorum = content.get("multi_approval") or {}
-        rows = [
+        rows: list[tuple[str, Any]] = [
             (
                 "Action",
                 f"{action.get('verb', '')} {action.get('tool_name', '')} "
@@ -286,12 +375,7 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
             ("Trust level", content.get("trust_level", "")),
             ("Operator", content.get("agent_identity", "")),
             ("Captured at", content.get("captured_at", "")),
-            (
-                "Approval",
-                json.dumps(decision or quorum, ensure_ascii=False)
-                if decision or quorum
-                else "none",
-            ),
+            ("Approval", approval_summary(obj, content)),
             (
                 "Signatures",
                 ", ".join(
@@ -305,12 +389,27 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
                 f"superseded by {obj.superseded_by or 'nothing'}",
             ),
         ]
+        cells = [
+            (label, value if label == "Approval" else format_html("<pre>{}</pre>", value))
+            for label, value in rows
+        ]
         return format_html(
-            "<table>{}</table>",
-            format_html_join(
-                "", "<tr><th>{}</th><td><pre style='margin:0'>{}</pre></td></tr>", rows
-            ),
+            '<table class="readable">{}</table>',
+            format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", cells),
         )
+
+    @admin.display(description="Stored receipt")
+    def raw_receipt(self, obj: MirrorEntry) -> str:
+        """The stored text, folded away: indented JSON when it decodes, else as stored."""
+        try:
+            text = json.dumps(json.loads(obj.receipt), ensure_ascii=False, indent=2)
+        except ValueError:
+            text = obj.receipt
+        return format_html(
+            '<details class="raw-json"><summary>Raw JSON ({} characters, as pushed)</summary>'
+            "<pre>{}</pre></details>",
+            len(obj.receipt), text,
+        )  # fmt: skip
 
     @admin.display(description="Verdict now (re-verified on this page)")
     def verdict_now(self, obj: MirrorEntry) -> str:

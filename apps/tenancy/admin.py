@@ -15,6 +15,7 @@ from django.http import (
 )
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from unfold.widgets import UnfoldAdminCheckboxSelectMultipleWidget, UnfoldAdminTextInputWidget
 
 from apps.common.errors import DomainError
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
@@ -39,7 +40,7 @@ from apps.tenancy.services import (
 class ApiKeyIssueForm(forms.ModelForm[ApiKey]):
     scopes = forms.MultipleChoiceField(
         choices=Scope.choices,
-        widget=forms.CheckboxSelectMultiple,
+        widget=UnfoldAdminCheckboxSelectMultipleWidget,
         initial=[scope.value for scope in DEFAULT_SCOPES],
     )
 
@@ -111,6 +112,8 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
             **self.admin_site.each_context(request),
             "title": title,
             "opts": self.model._meta,
+            # The SDK's endpoint: this service, at the address the console is reached by.
+            "endpoint": request.build_absolute_uri("/").rstrip("/"),
             "issued": [
                 {"replaces": old, "prefix": new.api_key.prefix, "org": new.api_key.org,
                  "scopes": new.api_key.scopes, "label": new.api_key.label,
@@ -155,6 +158,7 @@ class MembershipForm(forms.ModelForm[Membership]):
     username = forms.CharField(
         max_length=150,
         validators=[UnicodeUsernameValidator()],
+        widget=UnfoldAdminTextInputWidget,
         help_text=(
             "A new account is created. An existing account joins by invitation "
             "(for now, a superuser adds it)."

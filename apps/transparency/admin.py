@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from unfold.admin import ModelAdmin as UnfoldModelAdmin
+from unfold.widgets import UnfoldAdminTextInputWidget
 
 from apps.receipts.admin import DETAIL_FIELDS, MirrorEntryAdmin
 from apps.receipts.models import MirrorEntry
@@ -68,6 +69,7 @@ class CheckpointAdmin(_ReadOnly):
 class WitnessRegisterForm(forms.ModelForm[Witness]):
     key = forms.CharField(
         max_length=400,
+        widget=UnfoldAdminTextInputWidget,
         help_text="b64 of the raw 32-byte Ed25519 public key, or the witness's vkey.",
     )
 

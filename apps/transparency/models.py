@@ -159,6 +159,7 @@ class Witness(models.Model):
 
     class Meta:
         ordering = ["name", "key_id"]
+        verbose_name_plural = "witnesses"
 
     def __str__(self) -> str:
         return self.vkey

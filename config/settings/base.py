@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import django_stubs_ext
+from django.templatetags.static import static
 
 from config.env import (
     env_bool,
@@ -214,7 +215,9 @@ UNFOLD = {
     "SITE_SYMBOL": "verified",
     "SHOW_HISTORY": True,
     "SHOW_VIEW_ON_SITE": True,
-    "SIDEBAR": {"show_search": False, "show_all_applications": True},
+    # The navigation is grouped by job (ConsoleAdminSite.get_sidebar_list).
+    "SIDEBAR": {"show_search": False, "show_all_applications": False},
+    "STYLES": [lambda request: static("console/admin.css")],
 }
 
 SPECTACULAR_SETTINGS = {

@@ -171,7 +171,7 @@ def test_a_team_path_approval_is_approved_from_the_browser(cast, key_page, live_
     shown = key_page.inner_text("main")
     for text in ("payment.large.requires_approval", "ops/nightly", "search", "ACME GmbH"):
         assert text in shown
-    assert "1 of 1 (single lane)" in shown
+    assert "1 of 1 eligible approver (one signature finalizes it)" in shown
     key_page.fill("#reason", "invoice checked")
     key_page.click("#approve")
     key_page.wait_for_selector("#vote-result[data-outcome='recorded']")
@@ -179,7 +179,8 @@ def test_a_team_path_approval_is_approved_from_the_browser(cast, key_page, live_
     # The vote settled it: from now on the page shows the outcome only.
     key_page.wait_for_selector("#outcome[data-state='approved']")
     assert_only_the_outcome(key_page.content(), receipt)
-    assert "1 of 1 (single lane)" in key_page.inner_text("#outcome")
+    single = "1 of 1 eligible approver (one signature finalizes it)"
+    assert single in key_page.inner_text("#outcome")
     assert "Your approval was recorded." in key_page.inner_text("main")
 
     approval = approval_get(org=cast.acme, action_hash=action_hash)
@@ -253,7 +254,8 @@ def test_a_key_scoped_quorum_is_completed_from_the_console_and_assembles(
     login(key_page, live_server, "acme-viewer")
     key_page.goto(f"{live_server.url}/approve/{approval.approval_id}")
     key_page.wait_for_selector("body[data-ready='yes']")
-    assert "2 of 2 (quorum lane)" in key_page.inner_text("main")
+    quorum = "2 of 2 eligible approvers (a quorum, each approver signing)"
+    assert quorum in key_page.inner_text("main")
     # Keys are named as people know them, the public key beside the name.
     assert f"Alice's laptop (alice) — {alice.public}" in key_page.inner_text("#votes")
     roster = key_page.inner_text("#approval")
@@ -375,7 +377,7 @@ def test_a_settled_approval_page_shows_only_its_outcome(cast, decision) -> None:
     assert f'<section id="outcome" data-state="{decision}">' in html
     assert approval.resolved_at is not None
     assert approval.resolved_at.isoformat() in html  # when it was decided
-    assert "1 of 1 (single lane)" in html
+    assert "1 of 1 eligible approver (one signature finalizes it)" in html
     approvals, rejections = (1, 0) if decision == "approved" else (0, 1)
     assert f'<th>approvals</th><td class="mono">{approvals}</td>' in html
     assert f'<th>rejections</th><td class="mono">{rejections}</td>' in html

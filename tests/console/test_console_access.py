@@ -158,7 +158,7 @@ def test_the_dashboard_offers_writes_to_managers_only_and_links_approvals(cast, 
         assert f"/admin/approvals/approval/{approval.pk}/change/" in html
         assert f"/approve/{approval.approval_id}" in html
         assert "/admin/policy/policyversion/compare/" in html  # two versions: a diff offered
-        assert "2 of 250000 receipts" in html
+        assert "2 / 250,000 (0.0% of quota) receipts" in html
     assert "/admin/policy/policyversion/add/" in manager
     assert "/admin/policy/policyversion/add/" not in viewer
 
@@ -199,7 +199,8 @@ def test_the_reverify_button_shows_the_verdict_and_changes_nothing(cast, agents,
     assert f"/admin/receipts/mirrorentry/{entry.pk}/reverify/" in page
     assert "Policy outcome" in page
     answer = client.post(f"/admin/receipts/mirrorentry/{entry.pk}/reverify/", follow=True)
-    assert "#1: Valid (L0); digest and chain link hold" in answer.content.decode()
+    valid = "Valid at L0 (the receipt verifies: its hash, signatures and trust level hold)"
+    assert f"#1: {valid}; digest and chain link hold" in answer.content.decode()
     # A check, not a change: nothing to record.
     assert (LogEntry.objects.count(), OrgAuditEvent.objects.count()) == recorded
     get = client.get(f"/admin/receipts/mirrorentry/{entry.pk}/reverify/")

@@ -27,6 +27,12 @@
 
   // --- The key in IndexedDB ----------------------------------------------------------------
 
+  // "1 of 2 eligible approvers (one signature finalizes it)": the threshold in words.
+  function thresholdWords(threshold, eligible, lane) {
+    const how = lane === "single" ? "one signature finalizes it" : "a quorum, each approver signing";
+    return `${threshold} of ${eligible} eligible approver${eligible === 1 ? "" : "s"} (${how})`;
+  }
+
   function openDb() {
     return new Promise((resolve, reject) => {
       const request = indexedDB.open(DB_NAME, 1);
@@ -203,7 +209,7 @@
       ["status", page.status + (page.flag ? ` (${page.flag})` : "")],
       ["decided at", page.resolved_at],
       ["expires at", page.expires_at],
-      ["threshold", `${page.threshold} of ${page.roster.length} (${page.lane} lane)`],
+      ["threshold", thresholdWords(page.threshold, page.roster.length, page.lane)],
       ["approvals", String(page.approved_count)],
       ["rejections", String(page.votes.filter((v) => v.decision === "rejected").length)],
     ]);
@@ -246,7 +252,7 @@
     }
     fillRows($("approval"), [
       ["approval", page.approval_id],
-      ["requested threshold", `${page.threshold} of ${page.roster.length} (${page.lane} lane)`],
+      ["requested threshold", thresholdWords(page.threshold, page.roster.length, page.lane)],
       ["approved so far", page.approved_count],
       ["scope (rule_id)", page.rule_id],
       ["workflow", page.workflow],

@@ -172,6 +172,26 @@
     return text ? [" ", el("span", { class: "pill", "data-level": verdict.trust_level }, [text])] : [];
   }
 
+  // Each verdict name keeps its name (scripts and docs use it) and gains its sentence.
+  const SENTENCES = {
+    Valid: "the receipt verifies: its hash, signatures and trust level hold",
+    Malformed: "the text is not a well-formed receipt of a known version",
+    HashMismatch: "the content was changed after it was hashed: action_hash does not match",
+    InvalidSignature: "a signature does not verify over the content",
+    TrustLevelMismatch: "the claimed trust level is not what the signatures support",
+    WrongAlgorithm: "the receipt names a signing algorithm this service does not accept",
+    Unsupported: "the receipt uses a feature this service does not support",
+    AnchorRequired: "the receipt needs a time anchor it does not carry",
+    SelfApproval: "the approver's key is the operator's own: an agent cannot approve itself",
+    ThresholdNotMet: "fewer approvers signed than the quorum requires",
+    NoTrustedTime: "no trusted timestamp: captured_at is the agent's own claim",
+    ChainValid: "every receipt in the window links to the one before it",
+  };
+
+  function explained(name) {
+    return SENTENCES[name] ? `${name} (${SENTENCES[name]})` : name;
+  }
+
   function verdictBox(title, verdict) {
     const ok = verdict.kind === "Valid";
     const claim = verdict.claimed_trust_level
@@ -180,8 +200,9 @@
       : undefined;
     return el("div", { class: "verdict " + (ok ? "ok" : "bad"), "data-kind": verdict.kind }, [
       el("div", {}, [title ? title + " — " : "", el("span", { class: "kind" }, [verdict.kind]), ...levelPill(verdict)]),
+      SENTENCES[verdict.kind] ? el("div", { class: "note verdict-sentence" }, [SENTENCES[verdict.kind] + "."]) : "",
       rows([["detail", verdict.detail], ["claimed trust level", claim], ["action_hash", verdict.action_hash],
-        ["receipt kind", verdict.receipt_kind], ["time status", verdict.time_status]]),
+        ["receipt kind", verdict.receipt_kind], ["time status", verdict.time_status && explained(verdict.time_status)]]),
     ]);
   }
 
