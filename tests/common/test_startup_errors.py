@@ -25,7 +25,15 @@ def run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     environ = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "MIGRATION_DATABASE_URL", "DJANGO_SECRET_KEY", "DEBUG")
+        if key
+        not in (
+            "DATABASE_URL",
+            "MIGRATION_DATABASE_URL",
+            "DJANGO_SECRET_KEY",
+            "DEBUG",
+            # Set in this process by the browser tests' session fixture (tests/console).
+            "DJANGO_ALLOW_ASYNC_UNSAFE",
+        )
     }
     environ.update(env)
     return subprocess.run(

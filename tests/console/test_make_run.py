@@ -22,8 +22,10 @@ NOT_IN_A_CLONE = (".git", ".venv", "*.sqlite3", "local-data", "staticfiles", "sc
                   "__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache", ".pytest_cache",
                   ".hypothesis", ".env")  # fmt: skip
 # The settings a developer's shell may carry: the clone runs on its own defaults (SQLite).
+# DJANGO_ALLOW_ASYNC_UNSAFE: the browser tests' session fixture sets it in this process.
 DEVELOPER_ENVIRONMENT = ("DATABASE_URL", "MIGRATION_DATABASE_URL", "DJANGO_SETTINGS_MODULE",
-                         "REDIS_URL", "API_PROFILE", "LOCAL_DATA_DIR", "DEBUG")  # fmt: skip
+                         "REDIS_URL", "API_PROFILE", "LOCAL_DATA_DIR", "DEBUG",
+                         "DJANGO_ALLOW_ASYNC_UNSAFE")  # fmt: skip
 
 
 @pytest.fixture

@@ -38,7 +38,9 @@ def test_a_killed_primary_fails_over_without_losing_an_acknowledged_write(report
         "\nfailover: unavailability window "
         f"{figures['unavailability_window_s']} s (failures spanned {figures['failure_span_s']} s), "
         f"acknowledged {figures['acknowledged']} / in the chain {figures['in_chain']}, "
-        f"votes {figures['votes_answered_200']} answered / {figures['votes_recorded']} recorded, "
+        f"votes {figures['votes_acknowledged']} acknowledged "
+        f"({figures['votes_reconciled_after_a_lost_answer']} after a lost answer) / "
+        f"{figures['votes_recorded']} recorded, "
         f"old primary back as standby after {figures['old_primary_back_as_standby_after_s']} s"
     )
     assert figures["ok"], json.dumps(figures, default=str)
