@@ -69,7 +69,7 @@ clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache docs/_build
 
 # Full-page screenshots of every console screen, signed in as the demo's owner over its data
-# (and what the README's SDK steps add), at 1366 x 768, for
+# (and what the SDK steps of docs/sdk.md add), at 1366 x 768, for
 # review: written to screenshots/ (git-ignored). Needs /usr/bin/chromium.
 SCREENSHOTS ?= screenshots
 .PHONY: screenshots
