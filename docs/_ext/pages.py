@@ -227,36 +227,38 @@ def configuration_markdown(root: Path = ROOT) -> str:
         "each one with an example value; this page is generated from it and from the",
         "declarations in `config/settings/` (`manage.py` defaults to `config.settings.local`,",
         "the WSGI entry point to `config.settings.production`, the tests to",
-        "`config.settings.test`). *Default* is `config.settings.base`'s unless noted.",
+        "`config.settings.test`). *Default* is `config.settings.base`'s unless noted; *where*",
+        "names what reads a variable outside the settings modules.",
+        "",
+    ]
+    everything = sorted(set(declared))
+    lines += [
+        "Jump to: "
+        + " · ".join(f'<a href="#{name.lower()}"><code>{name}</code></a>' for name in everything),
         "",
     ]
     for index, group in enumerate(groups):
         names = [name for name, _ in group.variables] + mentioned.get(index, [])
         examples = dict(group.variables)
+        lines += ["---", ""]
         if group.description:
             lines += [" ".join(group.description), ""]
-        lines += [
-            "| Variable | Type | Default | Bounds | Example | Read by |",
-            "|---|---|---|---|---|---|",
-        ]
+        lines += ["| Variable | Type | Default | Example |", "|---|---|---|---|"]
         for name in names:
             declaration = declared[name]
             example = examples.get(name, "")
-            lines.append(
-                "| "
-                + " | ".join(
-                    _cell(value)
-                    for value in (
-                        f'<a id="{name.lower()}"></a>`{name}`',
-                        declaration.kind,
-                        "; ".join([declaration.default or "(unset)", *declaration.notes]),
-                        declaration.bounds,
-                        f"`{example}`" if example else "",
-                        ", ".join(declaration.read_by),
-                    )
-                )
-                + " |"
+            kind = " ".join(part for part in (declaration.kind, declaration.bounds) if part)
+            direct = [where for where in declaration.read_by if "config.settings" not in where]
+            if direct:
+                kind += "; where: " + ", ".join(direct)
+            default = "; ".join([declaration.default or "(unset)", *declaration.notes])
+            cells = (
+                f'<a id="{name.lower()}"></a>`{name}`',
+                kind,
+                default,
+                f"`{example}`" if example else "",
             )
+            lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
         lines.append("")
     return "\n".join(lines)
 
