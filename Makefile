@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # from other machines: add the name to ALLOWED_HOSTS). Checked free before anything runs.
 HOST ?= 127.0.0.1:8000
 
-.PHONY: run test lint typecheck checks pytest bench clean
+.PHONY: run test lint typecheck checks pytest bench docs clean
 
 $(VENV)/.installed: requirements/base.txt requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -57,11 +57,19 @@ test: lint typecheck checks pytest
 bench: $(VENV)/.installed
 	$(PY) deploy/bench/verify.py
 
+# The documentation site (docs/conf.py), rebuilt from scratch (-E: every page read again, so
+# every warning is reported again) with warnings as errors: a broken link or anchor, or a
+# page in no table of contents, fails. Written to docs/_build/html (git-ignored).
+docs: $(VENV)/.installed
+	rm -rf docs/_build
+	$(VENV)/bin/sphinx-build -E -W --keep-going -b html -d docs/_build/doctrees docs docs/_build/html
+	@echo "documentation written to docs/_build/html/index.html"
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache docs/_build
 
 # Full-page screenshots of every console screen, signed in as the demo's owner over its data
-# (and what the README's SDK steps add), at 1366 x 768, for
+# (and what the SDK steps of docs/sdk.md add), at 1366 x 768, for
 # review: written to screenshots/ (git-ignored). Needs /usr/bin/chromium.
 SCREENSHOTS ?= screenshots
 .PHONY: screenshots

@@ -1,7 +1,7 @@
 """A ``@heso.gated`` session's decision and completion links answer the approval its
 ``suspended`` link opened (server.md §1, §6), on both profiles.
 
-Pushed in order (README, "@heso.gated sessions"), a session leaves no approval waiting for
+Pushed in order (docs/sdk.md, "@heso.gated sessions"), a session leaves no approval waiting for
 votes. A decision link the mirror derives ``L1`` (signed by an approver key registered and
 active for the org) settles it as that approver's vote; any other (``L0``: heso.gated's
 public placeholder key, a key the org never registered) closes it as ``decided_locally``:

@@ -1,9 +1,12 @@
-"""The README's heso SDK snippets, read as a newcomer pastes them (without the SDK).
+"""The documentation's heso SDK snippets, read as a newcomer pastes them (without the SDK).
+
+They are on two pages of the site: docs/getting-started.md (the first ten minutes) and
+docs/sdk.md (the whole flow).
 
 Each Python snippet runs as a script of its own, in a fresh process: a name it uses must be
 defined in it (or imported) before that use, never left over from another snippet. The
 agent is scaffolded outside the clone (whatever is inside is linted by `make test`). The
-flows the README promises have their calls in the snippets. deploy/interop/heso_sdk_check.py
+flows the pages promise have their calls in the snippets. deploy/interop/heso_sdk_check.py
 runs the same flows with the real SDK against a running service.
 """
 
@@ -17,23 +20,24 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-README = (Path(settings.BASE_DIR) / "README.md").read_text()
+DOCS = Path(settings.BASE_DIR) / "docs"
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 PRELUDE_MODULE = "countersign"  # the file the SDK section has the reader save first
 
 
-def section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start:end]
+def section(page: str, title: str) -> str:
+    text = (DOCS / page).read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end == -1 else text[start:end]
 
 
 def blocks(text: str, language: str) -> list[str]:
     return [code for lang, code in BLOCK.findall(text) if lang == language]
 
 
-SDK_SECTION = section("Use it with the heso SDK")
-QUICKSTART = section("Quickstart: the first ten minutes")
+SDK_SECTION = section("sdk.md", "Use it with the heso SDK")
+QUICKSTART = section("getting-started.md", "Quickstart: the first ten minutes")
 PYTHON = blocks(QUICKSTART, "python") + blocks(SDK_SECTION, "python")
 SHELL = blocks(QUICKSTART, "sh") + blocks(SDK_SECTION, "sh")
 

@@ -1,5 +1,5 @@
 """Every console screen at 1366 x 768 in headless Chromium, over the demo data plus what the
-README's SDK steps add (an L1 receipt with its approval, a suspended receipt with a pending
+SDK steps of docs/sdk.md add (an L1 receipt with its approval, a suspended receipt with a pending
 approval, webhooks with deliveries): nothing scrolls sideways, no list's table overflows its
 container, every editable field has a visible control, no raw JSON runs off the page.
 
@@ -141,7 +141,7 @@ def _sdk_client(secret: str) -> APIClient:
 
 
 def _l1_by_the_sdk_steps(demo: Demo, agent: Agent, approver: Approver) -> str:
-    """The README's approval steps: push the suspended receipt, vote with a co-signed leg,
+    """The approval steps of docs/sdk.md: push the suspended receipt, vote with a co-signed leg,
     fetch the assembly, finalize the L1 receipt and push it superseding the suspended one."""
     push = Pusher(APIClient(), demo.api_key)
     sdk = _sdk_client(demo.api_key)
