@@ -64,7 +64,8 @@ def test_only_managers_see_the_whole_url_on_the_console_pages(cast, endpoint) ->
         for name, page in pages.items():
             assert SECRET_PATH not in page, (role, name)
             assert SECRET_QUERY not in page, (role, name)
-        for name in ("list", "detail", "deliveries"):
+        # The deliveries list names the endpoint by description and id, with no URL at all.
+        for name in ("list", "detail"):
             assert MASKED in pages[name], (role, name)
     for role in ("manager", "owner"):
         pages = console_pages(member(role), endpoint)
