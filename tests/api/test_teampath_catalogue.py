@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from apps.api.catalogue import catalogue_markdown, teampath_catalogue
 from apps.api.management.commands.teampath_errors import DOC, documented_catalogue
-from apps.common.openapi import TEAMPATH_ERROR_CODES
+from apps.api.openapi import TEAMPATH_ERROR_CODES
 
 
 def test_the_document_holds_the_generated_catalogue() -> None:

@@ -19,13 +19,13 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.authentication import ApiKeyAuthentication, ApiKeyPrincipal, presented_bearer
 from apps.api.base import ExceptionHandler, RateLimitedApi, flatten_validation
+from apps.api.throttles import OrgRateThrottle
 from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
 from apps.common.errors import DomainError, InvalidJson, NotFound
 from apps.common.responses import teampath_body
 from apps.receipts.verifier import DecodeError, JsonValue, parse_json
-from apps.tenancy.authentication import ApiKeyAuthentication, ApiKeyPrincipal, presented_bearer
-from apps.tenancy.limits import OrgRateThrottle
 from apps.tenancy.models import Org
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 Standard Webhooks envelope they travel in. They are sent, not served, so no view's
 serializer describes them; the routes that manage endpoints and deliveries describe their
 bodies with serializers (``apps.api.keyscoped.events``). Merged into
-``apps.common.openapi.COMPONENTS``; every profile's document carries ``WebhookEvent`` and
+``apps.api.openapi.COMPONENTS``; every profile's document carries ``WebhookEvent`` and
 what it references."""
 
 from __future__ import annotations

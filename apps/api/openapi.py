@@ -28,7 +28,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.serializers import BaseSerializer, CharField, Field
 
-from apps.common.openapi_events import EVENT_COMPONENTS
+from apps.api.openapi_events import EVENT_COMPONENTS
 
 Schema = dict[str, Any]
 
@@ -304,7 +304,7 @@ class ProfileAutoSchema(AutoSchema):
 class SdkApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """Key-scoped SDK plane: ``x-api-key`` or ``Authorization: Bearer``, either one."""
 
-    target_class = "apps.tenancy.authentication.ApiKeyAuthentication"
+    target_class = "apps.api.authentication.ApiKeyAuthentication"
     name = ["ApiKeyHeader", "ApiKeyBearer"]
     priority = 1
 
@@ -329,7 +329,7 @@ class SdkApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untype
 
 
 class DashboardJwtScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    target_class = "apps.tenancy.authentication.ConsoleJwtAuthentication"
+    target_class = "apps.api.authentication.ConsoleJwtAuthentication"
     name = "SessionJwt"
     priority = 1
 
