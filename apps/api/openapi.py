@@ -28,6 +28,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.serializers import BaseSerializer, CharField, Field
 
+from apps.api.catalogue import teampath_error_codes
 from apps.api.openapi_events import EVENT_COMPONENTS
 
 Schema = dict[str, Any]
@@ -56,44 +57,8 @@ def _object(properties: Schema, *, required: Iterable[str] = (), description: st
 _STRING: Schema = {"type": "string"}
 _HASH: Schema = {"type": "string", "pattern": HEX64, "description": "64 lowercase hex"}
 
-# Every `error` code a team-path answer can carry (docs/teampath-errors.md).
-TEAMPATH_ERROR_CODES = (
-    "invalid_json",
-    "validation_failed",
-    "bad_request",
-    "batch_too_large",
-    "unauthorized",
-    "forbidden",
-    "team_not_found",
-    "policy_not_found",
-    "approval_not_found",
-    "not_found",
-    "method_not_allowed",
-    "not_acceptable",
-    "chain_constraint",
-    "payload_too_large",
-    "receipt_rejected",
-    "receipt_not_suspended",
-    "token_rejected",
-    "leg_rejected",
-    "approval_settled",
-    "approval_expired",
-    "duplicate_vote",
-    "content_mismatch",
-    "roster_too_small",
-    "quota_exceeded",
-    "rate_limited",
-    "internal_error",
-    "over_capacity",
-    # The transparency log (transparency.md §5.7).
-    "checkpoint_not_found",
-    "org_head_not_found",
-    "receipt_not_found",
-    "proof_pending",
-    "tile_not_found",
-    "witness_unknown",
-    "cosignature_invalid",
-)
+# Every `error` code a team-path answer can carry: the catalogue's (docs/teampath-errors.md).
+TEAMPATH_ERROR_CODES = teampath_error_codes()
 
 VERDICT_KINDS_DOC = (
     "The verdict kind of server.md §2: `Malformed`, `HashMismatch`, `InvalidSignature`, "

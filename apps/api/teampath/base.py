@@ -35,11 +35,6 @@ class TeamNotFound(NotFound):
     """The path names a team that is not the key's own, or no team at all (one answer)."""
 
     code = "team_not_found"
-    teampath_when = (
-        "`teamId` is not the key's own team (another team and an unknown one get the same "
-        "answer: no existence leak)"
-    )
-    teampath_routes = "`GET /v1/teams/{teamId}/policy`"
 
 
 # DRF's exceptions, by class: (status, code). Checked in order, first match wins.
