@@ -5,7 +5,8 @@ serializers (``apps/api``). This module keeps only what no serializer says: the 
 components of the two contracts (key-scoped ``{"detail"}`` and its refusals with extra
 members, team-path ``{"error", "message"}`` with the code catalogue as an enum), which the
 exception handlers build; the signed receipt, which the strict decoder reads, not a
-serializer; the webhook bodies (``openapi_events``), which are sent, not served; the
+serializer; the webhook bodies (``openapi_events``, from serializers no view answers with,
+as they are sent, not served); the
 helpers that state an operation's statuses; the security schemes of the credentials; and
 the post-processing hook that finishes one profile's document (title, the components it
 references, ``/metrics``, response headers).
@@ -29,7 +30,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.serializers import BaseSerializer, CharField, Field
 
 from apps.api.catalogue import teampath_error_codes
-from apps.api.openapi_events import EVENT_COMPONENTS
+from apps.api.openapi_events import EVENT_COMPONENT_NAMES, event_components
 
 Schema = dict[str, Any]
 
@@ -40,8 +41,8 @@ HEX64 = "^[0-9a-f]{64}$"
 
 
 def ref(name: str) -> Schema:
-    """A reference to the named component (which must be in ``COMPONENTS``)."""
-    assert name in COMPONENTS, name
+    """A reference to the named component (in ``COMPONENTS``, or a webhook body's)."""
+    assert name in COMPONENTS or name in EVENT_COMPONENT_NAMES, name
     return {"$ref": f"#/components/schemas/{name}"}
 
 
@@ -139,8 +140,6 @@ COMPONENTS: dict[str, Schema] = {
     ),
 }
 
-
-COMPONENTS.update(EVENT_COMPONENTS)
 
 # --- Responses -----------------------------------------------------------------------
 
@@ -455,7 +454,7 @@ def finish_profile_document(
         **inferred,
         **_referenced_components(paths, inferred),
         # Webhook bodies are sent, not served: every profile documents them.
-        **_referenced_components({"webhooks": ref("WebhookEvent")}, inferred),
+        **event_components(),
     }
     _finish_operations(paths, components["schemas"])
     result["paths"] = dict(sorted(paths.items()))
