@@ -419,6 +419,39 @@ def _referenced_components(paths: Schema, inferred: Schema) -> dict[str, Schema]
     return dict(sorted(found.items()))
 
 
+# What every route answers before its view runs (apps.common.request_guard): listed on each
+# operation that does not say more about the same status.
+_ANY_REQUEST: dict[str, dict[int, OpenApiResponse]] = {
+    "keyscoped": {
+        400: keyscoped_error("A `Host` not allowed, or more query parameters than are parsed."),
+        413: keyscoped_error("A declared `Content-Length` above `JSON_BODY_MAX_BYTES`."),
+        422: keyscoped_error("U+0000 in the path, the query string or a header."),
+    },
+    "teampath": {
+        400: teampath_error(["bad_request", "validation_failed"], "A `Host` not allowed, more "
+                            "query parameters than are parsed, or U+0000 in the path, the "
+                            "query string or a header"),
+        413: teampath_error(["payload_too_large"], "A declared `Content-Length` above the limit"),
+    },
+}  # fmt: skip
+
+
+def _list_any_request_answers(paths: Schema, profile: str) -> None:
+    """Every operation but ``/metrics`` lists ``_ANY_REQUEST``'s answers it does not state."""
+    for path, operations in paths.items():
+        for operation in operations.values() if path != "/metrics" else ():
+            answers = operation.setdefault("responses", {})
+            for status, answer in _ANY_REQUEST[profile].items():
+                answers.setdefault(
+                    str(status),
+                    {
+                        "description": answer.description,
+                        "content": {"application/json": {"schema": deepcopy(answer.response)}},
+                    },
+                )
+            operation["responses"] = dict(sorted(answers.items()))
+
+
 def _finish_operations(paths: Schema, components: Schema) -> None:
     """A request body is required when one of its members is (a route whose members are all
     optional takes no body too); error answers name their headers."""
@@ -448,6 +481,7 @@ def finish_profile_document(
     result["info"].update(_INFO[profile])
     paths: Schema = result.setdefault("paths", {})
     paths["/metrics"] = deepcopy(_METRICS_PATH)
+    _list_any_request_answers(paths, profile)
     components = result.setdefault("components", {})
     inferred = components.get("schemas", {})
     components["schemas"] = {

@@ -163,7 +163,11 @@ class ApprovalDetailApi(KeyScopedSdkApi):
         parameters=[ACTION_HASH_PARAMETER],
         responses={
             200: ok(ApprovalViewSerializer, "Expiry applied on read."),
-            **keyscoped_errors(403, 404),
+            **keyscoped_errors(
+                403,
+                404,
+                s409=keyscoped_error("A suspend ticket shared by two suspended receipts."),
+            ),
         },
     )
     def get(self, request: Request, action_hash: str) -> Response:

@@ -189,6 +189,9 @@ class PolicyPreviewApi(DashboardApi):
             **keyscoped_errors(
                 403,
                 413,
+                s409=keyscoped_error(
+                    "The draft would bypass a floor rule (`result`, `rule_id`).", "PolicyConflict"
+                ),
                 s422=keyscoped_error(
                     "Not JSON or fails validation (`days` out of range), or the draft does not "
                     "parse (`result`).",
