@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.tenancy.limits import rate_limit_decision, rate_limit_headers
+from apps.api.throttles import rate_limit_decision, rate_limit_headers
 
 ExceptionHandler = Callable[[Exception, dict[str, Any]], Response | None]
 

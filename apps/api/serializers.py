@@ -20,9 +20,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.api.openapi import HEX64, ref
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.json_body import plain_member
-from apps.common.openapi import HEX64, ref
 from apps.receipts.verifier import DecodeError, object_members, parse_json
 
 HASH_HELP = "64 lowercase hex"

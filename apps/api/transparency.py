@@ -26,29 +26,29 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.api.base import ExceptionHandler, RateLimitedApi
-from apps.api.keyscoped.base import keyscoped_exception_handler
-from apps.api.serializers import HashField
-from apps.api.teampath.base import BearerApiKeyAuthentication, teampath_exception_handler
-from apps.common.errors import InvalidInput
-from apps.common.openapi import (
-    keyscoped_error,
-    keyscoped_errors,
-    ok,
-    teampath_error,
-    teampath_errors,
-)
-from apps.tenancy.authentication import (
+from apps.api.authentication import (
     ApiKeyAuthentication,
     ApiKeyPrincipal,
     ConsoleJwtAuthentication,
     ConsolePrincipal,
     presented_bearer,
 )
+from apps.api.base import ExceptionHandler, RateLimitedApi
+from apps.api.keyscoped.base import keyscoped_exception_handler
+from apps.api.openapi import (
+    keyscoped_error,
+    keyscoped_errors,
+    ok,
+    teampath_error,
+    teampath_errors,
+)
+from apps.api.permissions import role_required, scope_required
+from apps.api.serializers import HashField
+from apps.api.teampath.base import BearerApiKeyAuthentication, teampath_exception_handler
+from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle, _LimitThrottle
+from apps.common.errors import InvalidInput
 from apps.tenancy.credential_limits import client_address
-from apps.tenancy.limits import DashboardRateThrottle, OrgRateThrottle, _LimitThrottle
 from apps.tenancy.models import Role, Scope
-from apps.tenancy.permissions import role_required, scope_required
 from apps.transparency.errors import TileNotFound
 from apps.transparency.selectors import (
     latest_note,

@@ -3,6 +3,6 @@
 Domain errors and the two error bodies (``errors``, ``responses``), the strict JSON reader
 (``json_body``, ``json_text``), the receipt format's words (``vocabulary``), the outbound
 event hook services call (``outbound``), metrics, request logging, capacity and request
-guards (middleware), health and readiness probes, and the OpenAPI pieces no serializer
-states (``openapi``).
+guards (middleware) and the readiness checks. Nothing here speaks DRF: the HTTP side
+(parsers, probes, the OpenAPI description) lives in ``apps.api``.
 """

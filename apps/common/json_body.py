@@ -14,8 +14,8 @@ Every JSON body goes through ``read_json_bytes`` (transport) and ``apps.common.j
 * plain bodies (every route but the receipt bodies) also get the plain-body rules: no
   repeated member name, no U+0000, integers within -2^63 to 2^64-1, other numbers finite.
 
-DRF-parsed routes get them through ``StrictJsonParser``, the only parser in
-``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``; routes that read the raw body (receipts,
+DRF-parsed routes get them through ``apps.api.parsers.StrictJsonParser``, the only parser
+in ``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``; routes that read the raw body (receipts,
 approval tokens, the console's vote endpoint) call ``read_json_bytes`` and parse with
 ``parse_plain_json`` or, where a receipt travels, the verifier's ``parse_json`` (the same
 text rules; repeated names and NUL inside a receipt are the decoder's to judge, per receipt).
@@ -26,16 +26,11 @@ team-path 400 ``invalid_json``, ``PayloadTooLarge`` is 413 on both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest
-from rest_framework.exceptions import ParseError
-from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import BaseParser
-from rest_framework.request import Request
 
 from apps.common.errors import InvalidInput, InvalidJson, PayloadTooLarge
 from apps.common.json_text import (
@@ -65,11 +60,24 @@ def declared_length(meta: Mapping[str, Any]) -> int:
     return int(declared) if declared.isdigit() else 0
 
 
-def _too_large(limit: int) -> PayloadTooLarge:
+def too_large(limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"request body larger than {limit} bytes")
 
 
-def read_json_bytes(request: HttpRequest | Request, *, max_bytes: int | None = None) -> bytes:
+class BodyRequest(Protocol):
+    """What reading a body needs of a request: Django's ``HttpRequest`` or DRF's ``Request``."""
+
+    @property
+    def content_type(self) -> str | None: ...
+
+    @property
+    def META(self) -> Mapping[str, Any]: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+
+def read_json_bytes(request: BodyRequest, *, max_bytes: int | None = None) -> bytes:
     """The raw body of a JSON request: refused unless sent as JSON, refused as too large
     before it is read (``Content-Length``) and after (the bytes read)."""
     content_type: str = request.content_type or ""
@@ -78,13 +86,13 @@ def read_json_bytes(request: HttpRequest | Request, *, max_bytes: int | None = N
         raise InvalidJson(f"expected Content-Type application/json, got {shown}")
     limit = body_limit(max_bytes)
     if declared_length(request.META) > limit:
-        raise _too_large(limit)
+        raise too_large(limit)
     try:
         body: bytes = request.body
     except RequestDataTooBig:
-        raise _too_large(limit) from None
+        raise too_large(limit) from None
     if len(body) > limit:
-        raise _too_large(limit)
+        raise too_large(limit)
     return body
 
 
@@ -103,45 +111,3 @@ def plain_member(name: str, value: JsonValue) -> Any:
         return plain_value(JsonObject([(name, value)]), "$")[name]
     except JsonTextError as error:
         raise InvalidInput(str(error)) from None
-
-
-class StrictJsonParser(BaseParser):
-    """DRF's parser for every DRF-parsed route: the rules above, plain bodies.
-
-    Not a subclass of DRF's ``JSONParser``: DRF reads ``request.body`` for those before
-    parsing, which is where an oversize body became Django's HTML 400 (logged at ERROR).
-    This one reads the stream itself, at most one byte past the limit.
-    """
-
-    media_type = "application/json"
-
-    def parse(
-        self,
-        stream: IO[Any] | None,
-        media_type: str | None = None,
-        parser_context: Mapping[str, Any] | None = None,
-    ) -> Any:
-        request = (parser_context or {}).get("request")
-        meta: Mapping[str, Any] = request.META if request is not None else {}
-        limit = body_limit()
-        if declared_length(meta) > limit:
-            raise _too_large(limit)
-        raw = stream.read(limit + 1) if stream is not None else b""
-        if len(raw) > limit:
-            raise _too_large(limit)
-        try:
-            return parse_plain_json(raw, max_depth=settings.JSON_BODY_MAX_DEPTH)
-        except JsonTextError as error:
-            raise ParseError(str(error)) from None
-
-
-class JsonContentNegotiation(DefaultContentNegotiation):
-    """DRF's negotiation, with every ``+json`` media type read by ``StrictJsonParser`` too
-    (as the raw-body routes read them)."""
-
-    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
-        parsers = list(parsers)
-        parser: BaseParser | None = super().select_parser(request, parsers)
-        if parser is None and is_json_media_type(request.content_type):
-            return next((p for p in parsers if isinstance(p, StrictJsonParser)), None)
-        return parser

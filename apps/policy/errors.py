@@ -45,5 +45,3 @@ class PolicyPinMismatch(DomainError):
 
 class PolicyNotFound(NotFound):
     code = "policy_not_found"
-    teampath_when = "The team never deployed a policy"
-    teampath_routes = "`GET /v1/teams/{teamId}/policy`"

@@ -15,11 +15,6 @@ class ReceiptRejected(DomainError):
 
     teampath_status = HTTPStatus.UNPROCESSABLE_ENTITY
     code = "receipt_rejected"
-    teampath_when = (
-        "The receipt decodes but fails server-side re-verification (any non-`Valid` verdict: "
-        "`HashMismatch`, `InvalidSignature`, `TrustLevelMismatch`, `WrongAlgorithm`, …)"
-    )
-    teampath_routes = "`POST /v1/receipts`"
 
     def __init__(self, kind: str, detail: str | None, *, action_hash: str = "") -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
@@ -53,12 +48,6 @@ class SupersedeRefused(DomainError):
 
 class ChainConstraint(DomainError):
     code = "chain_constraint"
-    teampath_when = (
-        "Session continuity (server.md §5): a different receipt is already mirrored at the same "
-        "(`session_id`, `seq`) (fork), or `prev_receipt_hash` does not link to the mirrored "
-        "predecessor"
-    )
-    teampath_routes = "`POST /v1/receipts`"
 
 
 class QuotaExceeded(DomainError):
@@ -68,11 +57,6 @@ class QuotaExceeded(DomainError):
     status = HTTPStatus.PAYMENT_REQUIRED
     teampath_status = HTTPStatus.TOO_MANY_REQUESTS
     code = "quota_exceeded"
-    teampath_when = (
-        "The team's monthly receipt quota is used up. `Retry-After` = seconds until the start of "
-        "the next calendar month, UTC"
-    )
-    teampath_routes = "`POST /v1/receipts`"
 
     def retry_after(self) -> int | None:
         return seconds_until_next_month(timezone.now())
@@ -91,5 +75,3 @@ class BatchTooLarge(InvalidInput):
 
     status = HTTPStatus.BAD_REQUEST
     code = "batch_too_large"
-    teampath_when = "More receipts in one batch than `TEAMPATH_BATCH_MAX` (default 100)"
-    teampath_routes = "`POST /v1/receipts/batch`"

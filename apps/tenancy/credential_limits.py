@@ -5,10 +5,11 @@ One per-address budget covers every door: console sign-ins (the admin's login), 
 (``x-api-key`` or ``Authorization: Bearer``, either profile), session tokens and refresh
 tokens. Only the console sign-in names a username (the API and the token routes present a
 key or a token, never a username), so only it has the per-username budget. Only failures
-count; a client that has used up a budget is answered 429 with
-``Retry-After`` (the seconds left in the window) before its credential is looked at, so a
-guesser costs no password hashing and no database round trip. The failure that reaches a
-limit logs one WARNING line naming the address or username.
+count; a client that has used up a budget is answered 429 with ``Retry-After`` (the seconds
+left in the window) before its credential is looked at, so a guesser costs no password
+hashing and no database round trip (the API's credential checks apply this through
+``apps.api.authentication.failures_counted``). The failure that reaches a limit logs one
+WARNING line naming the address or username.
 
 A client with no failures pays one cache read per credentialed request.
 On a shared address (a NAT, a cluster's egress) one client's failures must not lock out its
@@ -30,8 +31,6 @@ import ipaddress
 import logging
 import time
 import unicodedata
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -45,7 +44,6 @@ from django_ratelimit import ALL
 from django_ratelimit import core as ratelimit_core
 from django_ratelimit.core import get_usage
 from redis.exceptions import RedisError
-from rest_framework.exceptions import AuthenticationFailed, Throttled
 
 logger = logging.getLogger(__name__)
 
@@ -204,10 +202,6 @@ def failure_count(request: HttpRequest | Any, *, username: object | None = None)
             )
 
 
-class TooManyFailures(Throttled):
-    default_detail = "Too many failed authentications from this address."
-
-
 VOUCHED_GROUP = "auth-ok"
 # Worker-local: which credentials this worker already vouched for in the shared cache, and
 # until when (so a good credential costs one cache write a window, not one a request).
@@ -238,7 +232,8 @@ def vouch(credential: str) -> None:
     _vouched_until[key] = now + window / 2
 
 
-def _vouched(credential: str | None) -> bool:
+def vouched(credential: str | None) -> bool:
+    """Whether ``credential`` authenticated within the window (it passes a locked address)."""
     if not credential:
         return False
     try:
@@ -249,29 +244,6 @@ def _vouched(credential: str | None) -> bool:
         )
     except RedisError:
         return False
-
-
-@contextmanager
-def failures_counted(
-    request: HttpRequest | Any,
-    refused: type[Exception] | tuple[type[Exception], ...] = AuthenticationFailed,
-    *,
-    credential: str | None = None,
-) -> Iterator[None]:
-    """Around an API credential check: a client past its limit is refused first (DRF's
-    ``Throttled``, which each profile answers 429 in its own body with ``Retry-After``)
-    unless ``credential`` authenticated within the window; a ``refused`` exception from the
-    block counts one failure, and a block that completes vouches for ``credential``."""
-    wait = seconds_locked(request)
-    if wait is not None and not _vouched(credential):
-        raise TooManyFailures(wait=wait)
-    try:
-        yield
-    except refused:
-        failure_count(request)
-        raise
-    if credential:
-        vouch(credential)
 
 
 def _count_failed_sign_in(

@@ -190,19 +190,19 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # The one strict JSON body parser (apps.common.json_body): size, depth, repeated names,
-    # NUL, number range; every +json media type too.
-    "DEFAULT_PARSER_CLASSES": ["apps.common.json_body.StrictJsonParser"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.common.json_body.JsonContentNegotiation",
+    # The one strict JSON body parser (apps.api.parsers, the rules of apps.common.json_body):
+    # size, depth, repeated names, NUL, number range; every +json media type too.
+    "DEFAULT_PARSER_CLASSES": ["apps.api.parsers.StrictJsonParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.api.parsers.JsonContentNegotiation",
     # Views without a profile base class (probes, the OpenAPI document) answer errors in the
     # deployment profile's body too.
     "EXCEPTION_HANDLER": "apps.api.handlers.profile_exception_handler",
     "UNAUTHENTICATED_USER": None,
-    "DEFAULT_SCHEMA_CLASS": "apps.common.openapi.ProfileAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "apps.api.openapi.ProfileAutoSchema",
 }
 
 # The OpenAPI 3 document of the deployment's profile at /v1/schema, Swagger UI at /v1/docs
-# with its assets from our own static files (no CDN). apps/common/openapi.py finishes the
+# with its assets from our own static files (no CDN). apps/api/openapi.py finishes the
 # document per profile.
 PRODUCT_NAME = "Countersign"
 PRODUCT_TAGLINE = "a self-hostable control plane for AI-agent governance; works with the heso SDK"
@@ -233,7 +233,7 @@ SPECTACULAR_SETTINGS = {
     # Enums stay inline where the serializers declare them (no generated *Enum components
     # whose names depend on which serializer was seen first).
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
-    "POSTPROCESSING_HOOKS": ["apps.common.openapi.finish_profile_document"],
+    "POSTPROCESSING_HOOKS": ["apps.api.openapi.finish_profile_document"],
 }
 
 # API keys are stored as a lookup prefix plus HMAC-SHA256(API_KEY_DIGEST_SECRET, key).

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
+from apps.api.health import HealthzApi, ReadyzApi
 from apps.api.keyscoped.analytics import AnalyticsApi
 from apps.api.keyscoped.approvals import (
     ApprovalAssemblyApi,
@@ -27,10 +28,9 @@ from apps.api.keyscoped.events import (
 )
 from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.api.keyscoped.receipts import ReceiptPushApi
+from apps.api.schema_views import schema_urlpatterns
 from apps.api.transparency_urls import log_urlpatterns
-from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
-from apps.common.schema_views import schema_urlpatterns
 from apps.console.urls import urlpatterns as console_urlpatterns
 
 urlpatterns = [

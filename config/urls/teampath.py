@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
+from apps.api.health import HealthzApi, ReadyzApi
+from apps.api.schema_views import schema_urlpatterns
 from apps.api.teampath.approvals import (
     ApprovalOpenApi,
     ApprovalPollApi,
@@ -12,9 +14,7 @@ from apps.api.teampath.approvals import (
 from apps.api.teampath.policy import TeamPolicyApi
 from apps.api.teampath.receipts import ReceiptBatchPushApi, ReceiptPushApi
 from apps.api.transparency_urls import log_urlpatterns
-from apps.common.health import HealthzApi, ReadyzApi
 from apps.common.metrics import metrics_view
-from apps.common.schema_views import schema_urlpatterns
 from apps.console.urls import urlpatterns as console_urlpatterns
 
 urlpatterns = [

@@ -12,11 +12,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.api.keyscoped.events import EvidenceExportJobSerializer
+from apps.api.openapi import profile_document
+from apps.api.openapi_events import EVENT_COMPONENTS
 from apps.api.serializers import NoMembersSerializer
 from apps.api.transparency import CosignatureInputSerializer, ProofSerializer
 from apps.common.errors import InvalidInput
-from apps.common.openapi import profile_document
-from apps.common.openapi_events import EVENT_COMPONENTS
 from apps.events.models import EvidenceExportJob, ExportStatus
 
 HEX = "ab" * 32

@@ -42,9 +42,9 @@ from django.test import Client
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
 from rest_framework.authentication import SessionAuthentication
 
+from apps.api.authentication import ApiKeyAuthentication, ConsoleJwtAuthentication
 from apps.approvals.models import Approval
 from apps.approvals.services import approver_key_register
-from apps.tenancy.authentication import ApiKeyAuthentication, ConsoleJwtAuthentication
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.models import Scope
 from apps.tenancy.org_context import activate_default

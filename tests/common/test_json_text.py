@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from rest_framework.exceptions import ParseError
 
+from apps.api.parsers import StrictJsonParser
 from apps.common.errors import InvalidInput, InvalidJson, PayloadTooLarge
 from apps.common.json_body import (
-    StrictJsonParser,
     is_json_media_type,
     parse_json_body,
     plain_member,

@@ -14,9 +14,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
+from apps.api.permissions import console_principal, scope_required, sdk_principal
 from apps.common.errors import ServiceUnavailable
 from apps.tenancy.models import Scope
-from apps.tenancy.permissions import console_principal, scope_required, sdk_principal
 
 logger = logging.getLogger("tests.common.views")
 

@@ -161,7 +161,7 @@ def test_members_opt_in_to_approval_emails_for_themselves(cast, dashboard) -> No
 
 
 def test_the_openapi_document_describes_every_event_payload(cast) -> None:
-    from apps.common.openapi import profile_document
+    from apps.api.openapi import profile_document
 
     for profile in ("keyscoped", "teampath"):
         schemas = profile_document(profile)["components"]["schemas"]

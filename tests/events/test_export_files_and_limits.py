@@ -89,7 +89,7 @@ def test_past_the_orgs_limit_a_request_is_409_and_nothing_is_queued(
 
 
 def test_the_openapi_description_documents_the_409() -> None:
-    from apps.common.openapi import profile_document
+    from apps.api.openapi import profile_document
 
     route = profile_document("keyscoped")["paths"]["/v1/evidence/exports"]["post"]
     assert "409" in route["responses"]

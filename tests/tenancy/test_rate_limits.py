@@ -14,7 +14,8 @@ from django.core.cache import cache
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from apps.tenancy.limits import DashboardRateThrottle, OrgRateThrottle, take
+from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle
+from apps.tenancy.limits import take
 from apps.tenancy.services import api_key_issue, org_set_limits
 
 ROOT = Path(__file__).resolve().parents[2]

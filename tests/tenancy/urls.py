@@ -5,8 +5,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
+from apps.api.permissions import role_required, scope_required
 from apps.tenancy.models import Role, Scope
-from apps.tenancy.permissions import role_required, scope_required
 
 
 class WhoAmIApi(KeyScopedSdkApi):

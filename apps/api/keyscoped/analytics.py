@@ -11,10 +11,10 @@ from rest_framework.response import Response
 
 from apps.analytics.selectors import analytics_counters
 from apps.api.keyscoped.base import DashboardApi
+from apps.api.openapi import keyscoped_errors, ok
+from apps.api.permissions import console_principal, role_required
 from apps.api.serializers import PlainNumberField
-from apps.common.openapi import keyscoped_errors, ok
 from apps.tenancy.models import Role
-from apps.tenancy.permissions import console_principal, role_required
 
 
 class AnalyticsApi(DashboardApi):

@@ -13,6 +13,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import KeyScopedSdkApi
+from apps.api.openapi import (
+    HEX64,
+    keyscoped_error,
+    keyscoped_errors,
+    ok,
+    path_parameter,
+)
+from apps.api.permissions import scope_required, sdk_principal
 from apps.api.serializers import (
     BaseOutputSerializer,
     Ed25519KeyField,
@@ -33,13 +41,6 @@ from apps.approvals.services import (
 )
 from apps.common.errors import InvalidInput
 from apps.common.json_body import read_json_bytes
-from apps.common.openapi import (
-    HEX64,
-    keyscoped_error,
-    keyscoped_errors,
-    ok,
-    path_parameter,
-)
 from apps.receipts.verifier import (
     DecodeError,
     JsonValue,
@@ -47,7 +48,6 @@ from apps.receipts.verifier import (
 )
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Scope
-from apps.tenancy.permissions import scope_required, sdk_principal
 
 
 class ApprovalViewSerializer(BaseOutputSerializer):
@@ -163,7 +163,11 @@ class ApprovalDetailApi(KeyScopedSdkApi):
         parameters=[ACTION_HASH_PARAMETER],
         responses={
             200: ok(ApprovalViewSerializer, "Expiry applied on read."),
-            **keyscoped_errors(403, 404),
+            **keyscoped_errors(
+                403,
+                404,
+                s409=keyscoped_error("A suspend ticket shared by two suspended receipts."),
+            ),
         },
     )
     def get(self, request: Request, action_hash: str) -> Response:

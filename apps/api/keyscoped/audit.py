@@ -12,14 +12,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi
+from apps.api.openapi import keyscoped_errors, ok
+from apps.api.permissions import console_principal, role_required
 from apps.api.serializers import EvidenceWindowInput
 from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.audit.selectors import audit_chain_window
-from apps.common.openapi import keyscoped_errors, ok
 from apps.common.vocabulary import TRUST_LEVELS
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role
-from apps.tenancy.permissions import console_principal, role_required
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

@@ -15,12 +15,12 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from apps.api.authentication import ApiKeyAuthentication, ConsoleJwtAuthentication
 from apps.api.base import ExceptionHandler, RateLimitedApi, flatten_validation
+from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle
 from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
 from apps.common.errors import DomainError
 from apps.common.responses import keyscoped_body
-from apps.tenancy.authentication import ApiKeyAuthentication, ConsoleJwtAuthentication
-from apps.tenancy.limits import DashboardRateThrottle, OrgRateThrottle
 
 
 def keyscoped_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -16,17 +16,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.api.authentication import failures_counted
 from apps.api.base import ExceptionHandler
 from apps.api.keyscoped.base import keyscoped_exception_handler
+from apps.api.openapi import keyscoped_error, keyscoped_errors, ok
 from apps.common.errors import Forbidden
-from apps.common.openapi import keyscoped_error, keyscoped_errors, ok
 from apps.tenancy.console_tokens import (
     ConsoleTokenRefused,
     ConsoleTokens,
     console_tokens_issue,
     console_tokens_refresh,
 )
-from apps.tenancy.credential_limits import failures_counted
 from apps.tenancy.models import Role
 
 

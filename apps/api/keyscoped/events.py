@@ -19,6 +19,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi
+from apps.api.openapi import keyscoped_error, keyscoped_errors, ok, path_parameter, ref
+from apps.api.permissions import console_principal, role_required
 from apps.api.serializers import (
     EvidenceWindowInput,
     NoMembersSerializer,
@@ -28,7 +30,6 @@ from apps.api.serializers import (
 )
 from apps.audit.evidence import parse_window
 from apps.common.errors import InvalidInput, NotFound
-from apps.common.openapi import keyscoped_error, keyscoped_errors, ok, path_parameter, ref
 from apps.events.destinations import url_shown
 from apps.events.exports import (
     evidence_export_job,
@@ -62,7 +63,6 @@ from apps.events.services import (
     webhook_endpoint_update,
 )
 from apps.tenancy.models import Role
-from apps.tenancy.permissions import console_principal, role_required
 
 
 class _EventTypesField(serializers.ListField):

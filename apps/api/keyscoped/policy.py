@@ -12,19 +12,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
-from apps.api.serializers import HashField, StrictIntegerField
-from apps.common.openapi import keyscoped_error, keyscoped_errors, ok
-from apps.policy.preview import DecisionChange, PreviewReport, policy_preview
-from apps.policy.selectors import policy_active
-from apps.policy.services import policy_deploy, policy_validate
-from apps.tenancy.audit_trail import Actor
-from apps.tenancy.models import Role, Scope
-from apps.tenancy.permissions import (
+from apps.api.openapi import keyscoped_error, keyscoped_errors, ok
+from apps.api.permissions import (
     console_principal,
     role_required,
     scope_required,
     sdk_principal,
 )
+from apps.api.serializers import HashField, StrictIntegerField
+from apps.policy.preview import DecisionChange, PreviewReport, policy_preview
+from apps.policy.selectors import policy_active
+from apps.policy.services import policy_deploy, policy_validate
+from apps.tenancy.audit_trail import Actor
+from apps.tenancy.models import Role, Scope
 
 
 class PolicyPinSerializer(serializers.Serializer[Any]):
@@ -189,6 +189,9 @@ class PolicyPreviewApi(DashboardApi):
             **keyscoped_errors(
                 403,
                 413,
+                s409=keyscoped_error(
+                    "The draft would bypass a floor rule (`result`, `rule_id`).", "PolicyConflict"
+                ),
                 s422=keyscoped_error(
                     "Not JSON or fails validation (`days` out of range), or the draft does not "
                     "parse (`result`).",

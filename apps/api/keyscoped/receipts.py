@@ -14,16 +14,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import KeyScopedSdkApi
+from apps.api.openapi import keyscoped_error, keyscoped_errors, ok
+from apps.api.permissions import scope_required, sdk_principal
 from apps.api.serializers import BaseOutputSerializer, HashField, ReceiptField, raw_body_members
 from apps.approvals.services import claimed_action_hash, receipt_intake
 from apps.common.json_body import read_json_bytes
-from apps.common.openapi import keyscoped_error, keyscoped_errors, ok
 from apps.common.vocabulary import TRUST_LEVELS
 from apps.receipts.errors import QuotaExceeded
 from apps.receipts.services import AppendOutcome
 from apps.receipts.verifier import JsonValue, object_members
 from apps.tenancy.models import Scope
-from apps.tenancy.permissions import scope_required, sdk_principal
 
 _HEX64 = re.compile("[0-9a-f]{64}")
 

@@ -27,6 +27,8 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.openapi import ok, path_parameter, teampath_error, teampath_errors
+from apps.api.permissions import scope_required, sdk_principal
 from apps.api.serializers import (
     BaseOutputSerializer,
     HashField,
@@ -51,9 +53,7 @@ from apps.approvals.services import (
     receipt_verify,
 )
 from apps.common.json_body import read_json_bytes
-from apps.common.openapi import ok, path_parameter, teampath_error, teampath_errors
 from apps.tenancy.models import Scope
-from apps.tenancy.permissions import scope_required, sdk_principal
 
 ROUTING_HINT_MAX_CHARS = 200
 

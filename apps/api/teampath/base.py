@@ -19,13 +19,13 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.authentication import ApiKeyAuthentication, ApiKeyPrincipal, presented_bearer
 from apps.api.base import ExceptionHandler, RateLimitedApi, flatten_validation
+from apps.api.throttles import OrgRateThrottle
 from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
 from apps.common.errors import DomainError, InvalidJson, NotFound
 from apps.common.responses import teampath_body
 from apps.receipts.verifier import DecodeError, JsonValue, parse_json
-from apps.tenancy.authentication import ApiKeyAuthentication, ApiKeyPrincipal, presented_bearer
-from apps.tenancy.limits import OrgRateThrottle
 from apps.tenancy.models import Org
 
 logger = logging.getLogger(__name__)
@@ -35,11 +35,6 @@ class TeamNotFound(NotFound):
     """The path names a team that is not the key's own, or no team at all (one answer)."""
 
     code = "team_not_found"
-    teampath_when = (
-        "`teamId` is not the key's own team (another team and an unknown one get the same "
-        "answer: no existence leak)"
-    )
-    teampath_routes = "`GET /v1/teams/{teamId}/policy`"
 
 
 # DRF's exceptions, by class: (status, code). Checked in order, first match wins.

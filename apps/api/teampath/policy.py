@@ -17,14 +17,14 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.openapi import ok, path_parameter, teampath_error, teampath_errors
+from apps.api.permissions import scope_required, sdk_principal
 from apps.api.serializers import RawJsonField
 from apps.api.teampath.base import TeamPathApi, team_of_key
-from apps.common.openapi import ok, path_parameter, teampath_error, teampath_errors
 from apps.policy.errors import PolicyNotFound
 from apps.policy.rules import Policy, load_policy, render_policy_json
 from apps.policy.selectors import policy_active
 from apps.tenancy.models import Scope
-from apps.tenancy.permissions import scope_required, sdk_principal
 
 
 @lru_cache(maxsize=64)

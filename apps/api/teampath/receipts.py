@@ -18,6 +18,8 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.openapi import ok, receipt_refusal, ref, teampath_error, teampath_errors
+from apps.api.permissions import scope_required, sdk_principal
 from apps.api.serializers import BaseOutputSerializer, BatchReceiptField
 from apps.api.teampath.base import TeamPathApi, domain_error_response, parse_body
 from apps.approvals.services import (
@@ -28,7 +30,6 @@ from apps.approvals.services import (
 )
 from apps.common.errors import DomainError, InvalidInput
 from apps.common.json_body import read_json_bytes
-from apps.common.openapi import ok, receipt_refusal, ref, teampath_error, teampath_errors
 from apps.common.vocabulary import TRUST_LEVELS
 from apps.receipts.errors import (
     BatchTooLarge,
@@ -38,7 +39,6 @@ from apps.receipts.errors import (
 from apps.receipts.services import AppendOutcome
 from apps.receipts.verifier import JsonValue, object_members
 from apps.tenancy.models import Scope
-from apps.tenancy.permissions import scope_required, sdk_principal
 
 
 def rejection_reason(refusal: DomainError) -> str:

@@ -45,8 +45,8 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
+from apps.api.openapi import profile_document
 from apps.common.json_text import INTEGER_MAX, INTEGER_MIN
-from apps.common.openapi import profile_document
 from apps.policy.services import policy_deploy
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.models import Scope

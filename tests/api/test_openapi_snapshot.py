@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from apps.common.openapi import profile_document
+from apps.api.openapi import profile_document
 
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "data" / "openapi"
 PROFILES = ("keyscoped", "teampath")

@@ -4,23 +4,55 @@ SDK plane: an API key in ``x-api-key`` or ``Authorization: Bearer``. Dashboard p
 console session JWT in ``Authorization: Bearer``. Neither credential passes the other.
 
 A presented credential that fails counts against its client address; a client past that
-limit is refused 429 before its credential is looked up (``credential_limits``).
+limit is refused 429 before its credential is looked up (``failures_counted`` over
+``apps.tenancy.credential_limits``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
+from django.http import HttpRequest
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 from rest_framework_simplejwt.authentication import JWTAuthentication
 from rest_framework_simplejwt.tokens import Token
 
 from apps.tenancy.console_tokens import console_session_membership
-from apps.tenancy.credential_limits import failures_counted
+from apps.tenancy.credential_limits import failure_count, seconds_locked, vouch, vouched
 from apps.tenancy.models import ApiKey, Membership, Org, Role
 from apps.tenancy.services import api_key_authenticate, api_key_recall
+
+
+class TooManyFailures(Throttled):
+    default_detail = "Too many failed authentications from this address."
+
+
+@contextmanager
+def failures_counted(
+    request: HttpRequest | Any,
+    refused: type[Exception] | tuple[type[Exception], ...] = AuthenticationFailed,
+    *,
+    credential: str | None = None,
+) -> Iterator[None]:
+    """Around an API credential check: a client past its limit is refused first (DRF's
+    ``Throttled``, which each profile answers 429 in its own body with ``Retry-After``)
+    unless ``credential`` authenticated within the window; a ``refused`` exception from the
+    block counts one failure, and a block that completes vouches for ``credential``."""
+    wait = seconds_locked(request)
+    if wait is not None and not vouched(credential):
+        raise TooManyFailures(wait=wait)
+    try:
+        yield
+    except refused:
+        failure_count(request)
+        raise
+    if credential:
+        vouch(credential)
 
 
 @dataclass(frozen=True)

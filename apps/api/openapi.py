@@ -5,7 +5,8 @@ serializers (``apps/api``). This module keeps only what no serializer says: the 
 components of the two contracts (key-scoped ``{"detail"}`` and its refusals with extra
 members, team-path ``{"error", "message"}`` with the code catalogue as an enum), which the
 exception handlers build; the signed receipt, which the strict decoder reads, not a
-serializer; the webhook bodies (``openapi_events``), which are sent, not served; the
+serializer; the webhook bodies (``openapi_events``, from serializers no view answers with,
+as they are sent, not served); the
 helpers that state an operation's statuses; the security schemes of the credentials; and
 the post-processing hook that finishes one profile's document (title, the components it
 references, ``/metrics``, response headers).
@@ -28,7 +29,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.serializers import BaseSerializer, CharField, Field
 
-from apps.common.openapi_events import EVENT_COMPONENTS
+from apps.api.catalogue import teampath_error_codes
+from apps.api.openapi_events import EVENT_COMPONENT_NAMES, event_components
 
 Schema = dict[str, Any]
 
@@ -39,8 +41,8 @@ HEX64 = "^[0-9a-f]{64}$"
 
 
 def ref(name: str) -> Schema:
-    """A reference to the named component (which must be in ``COMPONENTS``)."""
-    assert name in COMPONENTS, name
+    """A reference to the named component (in ``COMPONENTS``, or a webhook body's)."""
+    assert name in COMPONENTS or name in EVENT_COMPONENT_NAMES, name
     return {"$ref": f"#/components/schemas/{name}"}
 
 
@@ -56,44 +58,8 @@ def _object(properties: Schema, *, required: Iterable[str] = (), description: st
 _STRING: Schema = {"type": "string"}
 _HASH: Schema = {"type": "string", "pattern": HEX64, "description": "64 lowercase hex"}
 
-# Every `error` code a team-path answer can carry (docs/teampath-errors.md).
-TEAMPATH_ERROR_CODES = (
-    "invalid_json",
-    "validation_failed",
-    "bad_request",
-    "batch_too_large",
-    "unauthorized",
-    "forbidden",
-    "team_not_found",
-    "policy_not_found",
-    "approval_not_found",
-    "not_found",
-    "method_not_allowed",
-    "not_acceptable",
-    "chain_constraint",
-    "payload_too_large",
-    "receipt_rejected",
-    "receipt_not_suspended",
-    "token_rejected",
-    "leg_rejected",
-    "approval_settled",
-    "approval_expired",
-    "duplicate_vote",
-    "content_mismatch",
-    "roster_too_small",
-    "quota_exceeded",
-    "rate_limited",
-    "internal_error",
-    "over_capacity",
-    # The transparency log (transparency.md §5.7).
-    "checkpoint_not_found",
-    "org_head_not_found",
-    "receipt_not_found",
-    "proof_pending",
-    "tile_not_found",
-    "witness_unknown",
-    "cosignature_invalid",
-)
+# Every `error` code a team-path answer can carry: the catalogue's (docs/teampath-errors.md).
+TEAMPATH_ERROR_CODES = teampath_error_codes()
 
 VERDICT_KINDS_DOC = (
     "The verdict kind of server.md §2: `Malformed`, `HashMismatch`, `InvalidSignature`, "
@@ -174,8 +140,6 @@ COMPONENTS: dict[str, Schema] = {
     ),
 }
 
-
-COMPONENTS.update(EVENT_COMPONENTS)
 
 # --- Responses -----------------------------------------------------------------------
 
@@ -304,7 +268,7 @@ class ProfileAutoSchema(AutoSchema):
 class SdkApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """Key-scoped SDK plane: ``x-api-key`` or ``Authorization: Bearer``, either one."""
 
-    target_class = "apps.tenancy.authentication.ApiKeyAuthentication"
+    target_class = "apps.api.authentication.ApiKeyAuthentication"
     name = ["ApiKeyHeader", "ApiKeyBearer"]
     priority = 1
 
@@ -329,7 +293,7 @@ class SdkApiKeyScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untype
 
 
 class DashboardJwtScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
-    target_class = "apps.tenancy.authentication.ConsoleJwtAuthentication"
+    target_class = "apps.api.authentication.ConsoleJwtAuthentication"
     name = "SessionJwt"
     priority = 1
 
@@ -455,6 +419,39 @@ def _referenced_components(paths: Schema, inferred: Schema) -> dict[str, Schema]
     return dict(sorted(found.items()))
 
 
+# What every route answers before its view runs (apps.common.request_guard): listed on each
+# operation that does not say more about the same status.
+_ANY_REQUEST: dict[str, dict[int, OpenApiResponse]] = {
+    "keyscoped": {
+        400: keyscoped_error("A `Host` not allowed, or more query parameters than are parsed."),
+        413: keyscoped_error("A declared `Content-Length` above `JSON_BODY_MAX_BYTES`."),
+        422: keyscoped_error("U+0000 in the path, the query string or a header."),
+    },
+    "teampath": {
+        400: teampath_error(["bad_request", "validation_failed"], "A `Host` not allowed, more "
+                            "query parameters than are parsed, or U+0000 in the path, the "
+                            "query string or a header"),
+        413: teampath_error(["payload_too_large"], "A declared `Content-Length` above the limit"),
+    },
+}  # fmt: skip
+
+
+def _list_any_request_answers(paths: Schema, profile: str) -> None:
+    """Every operation but ``/metrics`` lists ``_ANY_REQUEST``'s answers it does not state."""
+    for path, operations in paths.items():
+        for operation in operations.values() if path != "/metrics" else ():
+            answers = operation.setdefault("responses", {})
+            for status, answer in _ANY_REQUEST[profile].items():
+                answers.setdefault(
+                    str(status),
+                    {
+                        "description": answer.description,
+                        "content": {"application/json": {"schema": deepcopy(answer.response)}},
+                    },
+                )
+            operation["responses"] = dict(sorted(answers.items()))
+
+
 def _finish_operations(paths: Schema, components: Schema) -> None:
     """A request body is required when one of its members is (a route whose members are all
     optional takes no body too); error answers name their headers."""
@@ -484,13 +481,14 @@ def finish_profile_document(
     result["info"].update(_INFO[profile])
     paths: Schema = result.setdefault("paths", {})
     paths["/metrics"] = deepcopy(_METRICS_PATH)
+    _list_any_request_answers(paths, profile)
     components = result.setdefault("components", {})
     inferred = components.get("schemas", {})
     components["schemas"] = {
         **inferred,
         **_referenced_components(paths, inferred),
         # Webhook bodies are sent, not served: every profile documents them.
-        **_referenced_components({"webhooks": ref("WebhookEvent")}, inferred),
+        **event_components(),
     }
     _finish_operations(paths, components["schemas"])
     result["paths"] = dict(sorted(paths.items()))

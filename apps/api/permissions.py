@@ -11,7 +11,7 @@ from typing import Any
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from apps.tenancy.authentication import ApiKeyPrincipal, ConsolePrincipal
+from apps.api.authentication import ApiKeyPrincipal, ConsolePrincipal
 from apps.tenancy.models import ApiKey, Role, Scope
 
 

@@ -17,8 +17,8 @@ from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 from rest_framework.test import APIClient
 
+from apps.api.openapi import TEAMPATH_ERROR_CODES, profile_document
 from apps.approvals.services import approver_key_register
-from apps.common.openapi import TEAMPATH_ERROR_CODES, profile_document
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.receipts.factories import Agent, as_text
 from tests.teampath_fixtures import TeamPathCaller

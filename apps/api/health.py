@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.common.openapi import ok
+from apps.api.openapi import ok
 from apps.common.readiness import readiness, task_queue
 from apps.common.responses import logged_already
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.urls import URLPattern, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from apps.common.openapi import profile_title
+from apps.api.openapi import profile_title
 
 
 def schema_urlpatterns(profile: str) -> list[URLPattern]:

@@ -17,9 +17,10 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
+from apps.api import throttles
+from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle
 from apps.policy.services import policy_deploy
-from apps.tenancy import limits
-from apps.tenancy.limits import DashboardRateThrottle, OrgRateThrottle, take
+from apps.tenancy.limits import take
 from apps.tenancy.models import Org, Plan
 from apps.tenancy.services import org_set_limits
 
@@ -59,7 +60,7 @@ def clock(settings: Any, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 def hits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The planes passed to ``metrics.rate_limit_hit``, in order."""
     planes: list[str] = []
-    monkeypatch.setattr(limits.metrics, "rate_limit_hit", planes.append)
+    monkeypatch.setattr(throttles.metrics, "rate_limit_hit", planes.append)
     return planes
 
 
@@ -365,7 +366,7 @@ def test_without_redis_requests_are_admitted_unmetered_and_logged(
 ) -> None:
     org_set_limits(org=cast.acme, rate_per_minute=1, rate_burst=1)
     client = key_scoped(cast.acme_key.secret)
-    with caplog.at_level(logging.WARNING, logger="apps.tenancy.limits"):
+    with caplog.at_level(logging.WARNING, logger="apps.api.throttles"):
         answers = [client.get("/v1/policy/pull") for _ in range(2)]
     assert [a.status_code for a in answers] == [200, 200]
     assert [rate_headers(a) for a in answers] == [{}, {}]
