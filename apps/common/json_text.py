@@ -157,7 +157,7 @@ def _at(path: str, name: str | int) -> str:
     return f"{path}[{name}]" if isinstance(name, int) else f"{path}.{name}"
 
 
-def plain_number(number: JsonNumber, path: str = "$") -> int | float:
+def _plain_number(number: JsonNumber, path: str = "$") -> int | float:
     """An integer literal in range as ``int``; any other literal as a finite ``float``."""
     text = number.text
     if "." not in text and "e" not in text and "E" not in text:
@@ -192,7 +192,7 @@ def plain_value(value: JsonValue, path: str = "$") -> Any:
         items = cast(list[JsonValue], value)
         return [plain_value(item, _at(path, index)) for index, item in enumerate(items)]
     if isinstance(value, JsonNumber):
-        return plain_number(value, path)
+        return _plain_number(value, path)
     return value
 
 
