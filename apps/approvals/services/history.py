@@ -16,6 +16,7 @@ from apps.approvals.models import (
     ApprovalEvent,
 )
 from apps.common import outbound
+from apps.common.timestamps import utc_text
 
 
 def approval_event(approval: Approval, kind: str, now: datetime, **detail: Any) -> None:
@@ -53,10 +54,6 @@ def _outbound(
     if kind == "decided_locally":
         return [("approval.decided", {"outcome": "decided_locally", "reason": "decision_link"})]
     return []
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
 def content_summary(approval: Approval) -> dict[str, Any] | None:
@@ -103,7 +100,7 @@ def approval_payload(approval: Approval) -> dict[str, Any]:
         "threshold": approval.threshold,
         "approved_count": approval.approved_count,
         "rule_id": approval.rule_id or None,
-        "expires_at": _iso(approval.expires_at),
+        "expires_at": utc_text(approval.expires_at),
         "on_timeout": approval.on_timeout or None,
         "signing_url": signing_url(approval),
         "summary": content_summary(approval),

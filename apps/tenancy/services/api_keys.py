@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from apps.common import outbound
 from apps.common.errors import InvalidInput, NotFound
+from apps.common.timestamps import utc_text
 from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
 from apps.tenancy.models import ApiKey, AuditKind, Org, Scope
 
@@ -58,12 +59,8 @@ def _api_key_event(event_type: str, api_key: ApiKey) -> None:
             "prefix": api_key.prefix,
             "label": api_key.label,
             "scopes": list(api_key.scopes),
-            "created_at": api_key.created_at.isoformat().replace("+00:00", "Z"),
-            "revoked_at": (
-                api_key.revoked_at.isoformat().replace("+00:00", "Z")
-                if api_key.revoked_at
-                else None
-            ),
+            "created_at": utc_text(api_key.created_at),
+            "revoked_at": utc_text(api_key.revoked_at),
         },
     )
 

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common import outbound
+from apps.common.timestamps import utc_text
 from apps.transparency.models import OrgLog
 from apps.transparency.services.scope import every_org
 
@@ -18,7 +19,7 @@ def transparency_alerts_emit(*, alerts: list[str], log_url: str) -> int:
     a whole. Returns the events emitted."""
     if not alerts:
         return 0
-    now = timezone.now().isoformat().replace("+00:00", "Z")
+    now = utc_text(timezone.now())
     emitted = 0
     with every_org(), transaction.atomic():
         logs = dict(OrgLog.objects.values_list("log_id", "org_id"))
