@@ -16,6 +16,7 @@ from apps.approvals.models import Approval, ApproverKey
 from apps.approvals.selectors import approval_roster
 from apps.approvals.services import approver_key_register, approver_key_revoke, canonical_public_key
 from apps.common.errors import DomainError
+from apps.receipts.models import MirrorEntry
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
 from apps.tenancy.audit_trail import Actor
 
@@ -183,8 +184,6 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     @admin.display(description="Receipt")
     def receipt_link(self, obj: Approval) -> str:
-        from apps.receipts.models import MirrorEntry
-
         entry = (
             MirrorEntry.objects.filter(org_id=obj.org_id, action_hash=obj.action_hash)
             .only("pk", "seq")
