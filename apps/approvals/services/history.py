@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
@@ -16,6 +15,7 @@ from apps.approvals.models import (
     ApprovalEvent,
 )
 from apps.common import outbound
+from apps.common.stored_json import stored_value
 from apps.common.timestamps import utc_text
 
 
@@ -60,7 +60,7 @@ def content_summary(approval: Approval) -> dict[str, Any] | None:
     """What the suspended action is, for a notification (no action fields' values)."""
     if not approval.suspended_content:
         return None
-    content = orjson.loads(approval.suspended_content)
+    content = stored_value(approval.suspended_content)
     action = content.get("action") if isinstance(content.get("action"), dict) else {}
     policy = content.get("policy") if isinstance(content.get("policy"), dict) else {}
     fields = action.get("fields")
