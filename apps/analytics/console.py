@@ -13,7 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from apps.analytics.selectors import analytics_counters
-from apps.approvals.models import Approval, ApprovalStatus
+from apps.approvals.models import Approval, ApprovalStatus, ApproverKey
 from apps.policy.models import PolicyVersion
 from apps.policy.selectors import policy_active, policy_history
 from apps.tenancy.models import Org
@@ -65,8 +65,6 @@ def sparkline_svg(values: list[int]) -> SafeString:
 
 
 def org_approver_key_count(org: Org) -> int:
-    from apps.approvals.models import ApproverKey
-
     return ApproverKey.objects.filter(org=org, revoked_at__isnull=True).count()
 
 

@@ -12,10 +12,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 from unfold.widgets import UnfoldAdminTextInputWidget
 
-from apps.approvals.models import Approval, ApproverKey
+from apps.approvals.models import Approval, ApprovalStatus, ApproverKey
 from apps.approvals.selectors import approval_roster
 from apps.approvals.services import approver_key_register, approver_key_revoke, canonical_public_key
 from apps.common.errors import DomainError
+from apps.receipts.admin import ApprovalLink, receipt_page_shows_approvals
+from apps.receipts.models import MirrorEntry
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
 from apps.tenancy.audit_trail import Actor
 
@@ -183,8 +185,6 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     @admin.display(description="Receipt")
     def receipt_link(self, obj: Approval) -> str:
-        from apps.receipts.models import MirrorEntry
-
         entry = (
             MirrorEntry.objects.filter(org_id=obj.org_id, action_hash=obj.action_hash)
             .only("pk", "seq")
@@ -284,3 +284,33 @@ def _event_detail(detail: dict[str, Any]) -> str:
             shown = ", ".join(map(str, value)) if isinstance(value, list) else value
             words.append(f"{label}: {shown}")
     return f"({'; '.join(words)})" if words else ""
+
+
+def _receipt_approval(entry: MirrorEntry) -> ApprovalLink | None:
+    """The approval this receipt opened (a suspended receipt) or finalized (its L1 form,
+    which supersedes the suspended one), if any."""
+    hashes = [entry.action_hash, *([entry.supersedes_action_hash] if entry.supersedes_action_hash
+                                   else [])]  # fmt: skip
+    approval = Approval.objects.filter(org_id=entry.org_id, action_hash__in=hashes).first()
+    if approval is None:
+        return None
+    return ApprovalLink(
+        url=reverse("admin:approvals_approval_change", args=[approval.pk]),
+        approval_id=approval.approval_id,
+        status=approval.status,
+        pending=approval.status == ApprovalStatus.PENDING,
+    )
+
+
+def _approver_names(org_id: int) -> dict[str, str]:
+    """Public key -> "label (key id)" of the org's approver keys, revoked ones too."""
+    return {
+        public: f"{label} ({key_id})" if label else key_id
+        for public, label, key_id in ApproverKey.objects.filter(org_id=org_id).values_list(
+            "public_key", "label", "key_id"
+        )
+    }
+
+
+# The receipts page (a floor below) shows each receipt's approval through these.
+receipt_page_shows_approvals(link=_receipt_approval, approver_names=_approver_names)

@@ -7,13 +7,13 @@ import copy
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.approvals.content import action_spec, signed_approval_block
 from apps.approvals.errors import AmbiguousTicket, ApprovalNotFound
 from apps.approvals.models import Approval, ApprovalStatus, ApprovalVote, ApproverKey
+from apps.common.stored_json import stored_value
 from apps.receipts.columns import indexed_text
 from apps.receipts.models import MirrorEntry
 from apps.receipts.verifier import link_hash
@@ -60,7 +60,7 @@ def eligible_approvers(approval: Approval, *, content: dict[str, Any] | None = N
     if approval.roster_frozen_at is not None:
         return sorted(active & set(approval.roster))
     if content is None and approval.suspended_content:
-        content = orjson.loads(approval.suspended_content)
+        content = stored_value(approval.suspended_content)
     listed = signed_approval_block(content).get("approver_pubkeys")
     if isinstance(listed, list) and listed:
         active &= {key for key in listed if isinstance(key, str)}
@@ -99,7 +99,7 @@ def mirrored_content(*, org: Org, action_hash: str) -> dict[str, Any] | None:
     )
     if text is None:
         return None
-    content: dict[str, Any] = orjson.loads(text)["content"]
+    content: dict[str, Any] = stored_value(text)["content"]
     return content
 
 
@@ -164,7 +164,7 @@ def approval_for_lifecycle_link(*, org: Org, content: dict[str, Any]) -> Approva
         session_seq__gte=seq - _LINK_WALK_MAX,
     ).order_by("-session_seq")
     for approval in candidates:
-        suspended: dict[str, Any] = orjson.loads(approval.suspended_content)
+        suspended: dict[str, Any] = stored_value(approval.suspended_content)
         if action_spec(suspended) != spec:
             continue
         if _chain_reaches(org, stored_session, content, approval.session_seq, link_hash(suspended)):
@@ -188,5 +188,5 @@ def _chain_reaches(
         )
         if text is None:
             return False
-        seq, previous = seq - 1, orjson.loads(text)["content"].get("prev_receipt_hash")
+        seq, previous = seq - 1, stored_value(text)["content"].get("prev_receipt_hash")
     return seq - 1 == target_seq and previous == target

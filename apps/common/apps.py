@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.core.checks import Tags, register
+from django.core.signals import got_request_exception, request_finished
+from django.db.backends.signals import connection_created
 
 
 class CommonConfig(AppConfig):
@@ -6,10 +9,7 @@ class CommonConfig(AppConfig):
     verbose_name = "Common"
 
     def ready(self) -> None:
-        from django.core.checks import Tags, register
-        from django.core.signals import got_request_exception, request_finished
-        from django.db.backends.signals import connection_created
-
+        # The app's modules load once the app registry is ready, as Django prescribes.
         from apps.common import checks
         from apps.common.capacity import mark_database_unavailable, outage
         from apps.common.json_logging import clear_request_id, install_request_id_on_records

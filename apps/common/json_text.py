@@ -19,6 +19,18 @@ Two readings of a text that passes them:
   steps.
 
 Refusals raise ``JsonTextError`` (a ``ValueError``) whose text says what and where.
+
+The service's JSON entry points, by purpose:
+
+* text from a client: ``parse_json_text`` (exact) and ``parse_plain_json`` (plain values),
+  here;
+* a request body, on the HTTP floor: ``json_body.read_json_bytes`` (transport),
+  ``json_body.parse_json_body`` (a plain body), ``json_body.plain_member`` (one member of a
+  raw-read body) and DRF's ``json_body.StrictJsonParser``;
+* a receipt's text, in the verifier: ``apps.receipts.verifier.parse_json`` (the exact
+  reading, with the verifier's ``DecodeError``);
+* text the service stored itself: ``apps.common.stored_json`` (``stored_value``,
+  ``stored_text``).
 """
 
 from __future__ import annotations
@@ -157,7 +169,7 @@ def _at(path: str, name: str | int) -> str:
     return f"{path}[{name}]" if isinstance(name, int) else f"{path}.{name}"
 
 
-def plain_number(number: JsonNumber, path: str = "$") -> int | float:
+def _plain_number(number: JsonNumber, path: str = "$") -> int | float:
     """An integer literal in range as ``int``; any other literal as a finite ``float``."""
     text = number.text
     if "." not in text and "e" not in text and "E" not in text:
@@ -192,7 +204,7 @@ def plain_value(value: JsonValue, path: str = "$") -> Any:
         items = cast(list[JsonValue], value)
         return [plain_value(item, _at(path, index)) for index, item in enumerate(items)]
     if isinstance(value, JsonNumber):
-        return plain_number(value, path)
+        return _plain_number(value, path)
     return value
 
 

@@ -177,6 +177,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 def _task_queue_lines() -> bytes:
     """The background queue's state, read from the database at scrape time (the same
     value whichever process answers, so not a per-process metric)."""
+    # readiness imports capacity, which imports this module: a top-level import is a cycle.
     from apps.common.readiness import task_queue, tasks_running
 
     try:

@@ -11,10 +11,15 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
+from django.db.models import Case, Count, DateTimeField, F, Min, Q, When
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult, get_date_max
 
 from apps.common.capacity import TRANSIENT_DATABASE_ERRORS, log_database_unavailable
 
@@ -90,10 +95,6 @@ def task_queue() -> dict[str, float | int | None]:
     """The background queue (django-tasks' database backend): how many tasks are due now
     and how long the longest-waiting one has been due, in seconds (``None``: none due).
     Reported, never failed on: a web process stays ready while workers catch up."""
-    from django.db.models import Case, Count, DateTimeField, F, Min, When
-    from django.utils import timezone
-    from django_tasks_db.models import DBTaskResult, get_date_max
-
     due = DBTaskResult.objects.ready().aggregate(
         count=Count("id"),
         since=Min(
@@ -113,13 +114,6 @@ def tasks_running() -> dict[str, int]:
     """Tasks marked running, and those running for longer than TASK_RUNNING_BOUND_SECONDS:
     stuck in a live worker, or left by a dead one and not handed on yet (the workers'
     reclaim does that within a lease, so a lasting count is worth an alert)."""
-    from datetime import timedelta
-
-    from django.conf import settings
-    from django.db.models import Count, Q
-    from django.utils import timezone
-    from django_tasks_db.models import DBTaskResult
-
     bound = timezone.now() - timedelta(seconds=settings.TASK_RUNNING_BOUND_SECONDS)
     counts = DBTaskResult.objects.filter(status="RUNNING").aggregate(
         running=Count("id"), over_bound=Count("id", filter=Q(started_at__lt=bound))

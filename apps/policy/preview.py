@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import orjson
 from django.utils import timezone
 
+from apps.common.stored_json import stored_value
 from apps.policy.rules import Policy, evaluate
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import Org
@@ -64,7 +64,7 @@ def policy_preview(*, org: Org, draft: Policy, days: int, limit: int) -> Preview
         if index == limit:
             report.truncated = True
             break
-        content: dict[str, Any] = orjson.loads(receipt_text)["content"]
+        content: dict[str, Any] = stored_value(receipt_text)["content"]
         action = content.get("action")
         before = content.get("policy")
         if not isinstance(action, dict) or not isinstance(before, dict):

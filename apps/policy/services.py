@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.common import outbound
+from apps.common.timestamps import utc_text
 from apps.policy.errors import PolicyFloorBypass, PolicyParseRejected, PolicyPinMismatch
 from apps.policy.models import DeployChannel, PolicyDeployment, PolicyHead, PolicyVersion
 from apps.policy.rules import Policy, load_policy, policy_hash, policy_id_for_hash
@@ -109,7 +110,7 @@ def policy_deploy(
                 "rule_count": version.rule_count,
                 "channel": actor.via,
                 "deployed_by": actor.name or None,
-                "deployed_at": now.isoformat().replace("+00:00", "Z"),
+                "deployed_at": utc_text(now),
             },
         )
     return version

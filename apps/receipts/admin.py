@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.apps import apps as django_apps
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import (
@@ -160,25 +160,39 @@ DETAIL_FIELDS = ("readable", "links", "org", "seq", "action_hash", "kind", "trus
                  "verdict_now", "raw_receipt")  # fmt: skip
 
 
-def _approval_of(entry: MirrorEntry) -> Any:
-    """The approval this receipt opened (a suspended receipt) or finalized (its L1 form,
-    which supersedes the suspended one), if any."""
-    # approvals sits a floor above receipts: its model by name, not by import.
-    approval_model = django_apps.get_model("approvals", "Approval")
-    hashes = [entry.action_hash, *([entry.supersedes_action_hash] if entry.supersedes_action_hash
-                                   else [])]  # fmt: skip
-    return approval_model.objects.filter(org_id=entry.org_id, action_hash__in=hashes).first()
+@dataclass(frozen=True)
+class ApprovalLink:
+    """The approval a receipt opened (a suspended receipt) or finalized (its L1 form, which
+    supersedes the suspended one), as the receipt's page shows it."""
+
+    url: str
+    approval_id: str
+    status: str
+    pending: bool
 
 
-def _approver_names(org_id: int) -> dict[str, str]:
-    """Public key -> "label (key id)" of the org's approver keys, revoked ones too."""
-    key_model = django_apps.get_model("approvals", "ApproverKey")
-    return {
-        public: f"{label} ({key_id})" if label else key_id
-        for public, label, key_id in key_model.objects.filter(org_id=org_id).values_list(
-            "public_key", "label", "key_id"
-        )
-    }
+@dataclass
+class ApprovalFacts:
+    """What the receipt page knows of approvals. The approvals app sits a floor above and
+    supplies them when its admin module loads (:func:`receipt_page_shows_approvals`); until
+    then a receipt shows none."""
+
+    link: Callable[[MirrorEntry], ApprovalLink | None] = lambda entry: None
+    approver_names: Callable[[int], dict[str, str]] = lambda org_id: {}
+
+
+APPROVAL_FACTS = ApprovalFacts()
+
+
+def receipt_page_shows_approvals(
+    *,
+    link: Callable[[MirrorEntry], ApprovalLink | None],
+    approver_names: Callable[[int], dict[str, str]],
+) -> None:
+    """Called by ``apps.approvals.admin``: ``link`` finds a receipt's approval,
+    ``approver_names`` maps an org's approver public keys to "label (key id)"."""
+    APPROVAL_FACTS.link = link
+    APPROVAL_FACTS.approver_names = approver_names
 
 
 def _decision_record(value: Any) -> dict[str, Any]:
@@ -194,8 +208,8 @@ def _decision_record(value: Any) -> dict[str, Any]:
 def approval_summary(entry: MirrorEntry, content: dict[str, Any]) -> str:
     """The receipt's approval as fields (who decided, when, why) with a link to it; for a
     suspended receipt, the approval it waits on; "none" only when there is none."""
-    approval = _approval_of(entry)
-    names = _approver_names(entry.org_id)
+    approval = APPROVAL_FACTS.link(entry)
+    names = APPROVAL_FACTS.approver_names(entry.org_id)
     rows: list[tuple[str, str]] = []
     decision = content.get("approver_decision") or {}
     quorum = content.get("multi_approval") or {}
@@ -211,11 +225,10 @@ def approval_summary(entry: MirrorEntry, content: dict[str, Any]) -> str:
         rows.append(("Decided at", str(record.get("decided_at", "-"))))
         rows.append(("Reason", str(record.get("reason") or "-")))
     if approval is not None:
-        url = reverse("admin:approvals_approval_change", args=[approval.pk])
-        link = format_html('<a class="text-primary-600" href="{}">{}</a> ({})', url,
+        link = format_html('<a class="text-primary-600" href="{}">{}</a> ({})', approval.url,
                            approval.approval_id, approval.status)  # fmt: skip
         if not records:
-            waiting = "waiting for a human's decision" if approval.status == "pending" else ""
+            waiting = "waiting for a human's decision" if approval.pending else ""
             rows.insert(0, ("Status", f"{approval.status}: {waiting}".rstrip(": ")))
         rows.append(("Approval page", link))
     if not rows:
@@ -339,10 +352,9 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
             )
             url = reverse("admin:receipts_mirrorentry_changelist")
             rows.append(("Whole session", f"{url}?q={obj.session_id}", obj.session_id))
-        approval = _approval_of(obj)
+        approval = APPROVAL_FACTS.link(obj)
         if approval is not None:
-            url = reverse("admin:approvals_approval_change", args=[approval.pk])
-            rows.append(("Approval", url, f"{approval.approval_id} ({approval.status})"))
+            rows.append(("Approval", approval.url, f"{approval.approval_id} ({approval.status})"))
         if not rows:
             return "none: the first receipt of its chain, outside any session"
         return format_html(

@@ -11,6 +11,7 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -65,6 +66,8 @@ class ConsoleAdminSite(UnfoldAdminSite):
 
     def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         """Signing in lands on the org's dashboard; with several orgs, on a picker of them."""
+        # This module is loaded with INSTALLED_APPS (ConsoleAdminConfig), before any model
+        # class exists: the models are imported once a request needs them.
         from apps.tenancy.admin_access import member_roles
         from apps.tenancy.models import Org
 
@@ -175,6 +178,7 @@ def _superusers_only(model_admin: Any, request: HttpRequest, *args: Any) -> bool
 def theme_internal_tables(site: Any) -> None:
     """Re-register each of INTERNAL_TABLES with its own admin class mixed with the theme's,
     so that its pages look like the console's, and visible to superusers only."""
+    # unfold.admin defines model admins: it cannot load with this module (see index()).
     from unfold.admin import ModelAdmin as UnfoldModelAdmin
 
     for model, model_admin in list(site._registry.items()):
@@ -197,6 +201,4 @@ class ConsoleAdminConfig(AdminConfig):
 
     def ready(self) -> None:
         super().ready()  # every app's admin module is loaded: their registrations are made
-        from django.contrib import admin
-
         theme_internal_tables(admin.site)

@@ -15,6 +15,7 @@ from django.core.checks import CheckMessage, Error, Tags
 from django.core.checks import register as register_check
 from django.db import DatabaseError
 
+from apps.transparency.models import LogState
 from apps.transparency.tree.note import is_valid_origin
 
 
@@ -49,8 +50,6 @@ def check_stored_origin(
 ) -> list[CheckMessage]:
     if not databases or "default" not in databases:
         return []
-    from apps.transparency.models import LogState
-
     try:
         stored = LogState.objects.filter(pk=1).values_list("origin", flat=True).first()
     except DatabaseError:

@@ -13,10 +13,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.receipts.models import MirrorEntry
-from apps.tenancy import key_cache, services
+from apps.tenancy import key_cache
 from apps.tenancy.models import ApiKey
 from apps.tenancy.org_context import activate_all_orgs
-from apps.tenancy.services import api_key_issue, api_key_revoke, org_set_limits
+from apps.tenancy.services import api_key_auth, api_key_issue, api_key_revoke, org_set_limits
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.tenancy.urls")]
 
@@ -42,13 +42,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The prefixes looked up in the database."""
     seen: list[str] = []
-    real = services._api_key_by_prefix
+    real = api_key_auth._api_key_by_prefix
 
     def counted(prefix: str, digest: str) -> ApiKey | None:
         seen.append(prefix)
         return real(prefix, digest)
 
-    monkeypatch.setattr(services, "_api_key_by_prefix", counted)
+    monkeypatch.setattr(api_key_auth, "_api_key_by_prefix", counted)
     return seen
 
 

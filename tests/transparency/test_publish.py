@@ -111,10 +111,10 @@ def test_a_new_org_gets_an_opaque_log_id(cast) -> None:
 
 
 def test_extension_in_small_chunks_and_batches_stores_the_same_trees(cast, monkeypatch) -> None:
-    from apps.transparency import services
+    from apps.transparency.services import trees
 
-    monkeypatch.setattr(services, "EXTEND_CHUNK", 3)
-    monkeypatch.setattr(services, "ORGS_PER_BATCH", 1)
+    monkeypatch.setattr(trees, "EXTEND_CHUNK", 3)
+    monkeypatch.setattr(trees, "ORGS_PER_BATCH", 1)
     acme = [(bytes([n]) * 32).hex() for n in range(11)]
     globex = [(bytes([100 + n]) * 32).hex() for n in range(4)]
     mirror(cast.acme, acme)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
@@ -16,6 +15,8 @@ from apps.approvals.models import (
     ApprovalEvent,
 )
 from apps.common import outbound
+from apps.common.stored_json import stored_value
+from apps.common.timestamps import utc_text
 
 
 def approval_event(approval: Approval, kind: str, now: datetime, **detail: Any) -> None:
@@ -55,15 +56,11 @@ def _outbound(
     return []
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
-
-
 def content_summary(approval: Approval) -> dict[str, Any] | None:
     """What the suspended action is, for a notification (no action fields' values)."""
     if not approval.suspended_content:
         return None
-    content = orjson.loads(approval.suspended_content)
+    content = stored_value(approval.suspended_content)
     action = content.get("action") if isinstance(content.get("action"), dict) else {}
     policy = content.get("policy") if isinstance(content.get("policy"), dict) else {}
     fields = action.get("fields")
@@ -103,7 +100,7 @@ def approval_payload(approval: Approval) -> dict[str, Any]:
         "threshold": approval.threshold,
         "approved_count": approval.approved_count,
         "rule_id": approval.rule_id or None,
-        "expires_at": _iso(approval.expires_at),
+        "expires_at": utc_text(approval.expires_at),
         "on_timeout": approval.on_timeout or None,
         "signing_url": signing_url(approval),
         "summary": content_summary(approval),

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
 from blake3 import blake3
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -26,6 +25,7 @@ from apps.approvals.services.lifecycle import approval_answer_mirrored_links
 from apps.approvals.services.suspension import adopt_content, known_content, merge_ticket_opened
 from apps.common import metrics
 from apps.common.errors import InvalidInput
+from apps.common.stored_json import stored_text
 from apps.tenancy.models import Org
 
 APPROVAL_ID_PREFIX = "apr_"
@@ -47,7 +47,7 @@ def _display_context(matched_conditions: Any, scope: str) -> dict[str, Any]:
         context["matched_conditions"] = matched_conditions
     if scope:
         context["scope"] = scope[:200]
-    if len(orjson.dumps(context)) > _CONTEXT_MAX_BYTES:
+    if len(stored_text(context).encode()) > _CONTEXT_MAX_BYTES:
         raise InvalidInput(f"matched_conditions: at most {_CONTEXT_MAX_BYTES} bytes of context")
     return context
 

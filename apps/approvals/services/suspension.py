@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from django.utils import timezone
 
 from apps.approvals.content import parse_signed_time, signed_approval_block, ticket_hash
@@ -14,6 +13,7 @@ from apps.approvals.models import (
 )
 from apps.approvals.selectors import mirrored_content
 from apps.approvals.services.history import approval_event
+from apps.common.stored_json import stored_text
 from apps.receipts.columns import indexed_text
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import Org
@@ -35,7 +35,7 @@ def producer_keys_of(approval: Approval, content: dict[str, Any]) -> set[str]:
 def adopt_content(approval: Approval, content: dict[str, Any]) -> list[str]:
     """Give a content-less approval its suspended content (and so its ticket, its rule and
     its signed expiry, where the opener gave none); the fields changed."""
-    approval.suspended_content = orjson.dumps(content).decode()
+    approval.suspended_content = stored_text(content)
     approval.ticket_hash = ticket_hash(content)
     changed = ["suspended_content", "ticket_hash"]
     session_id, seq = content.get("session_id"), content.get("seq")

@@ -6,7 +6,7 @@ tested against the reference vectors in tests/data/vectors.
 
 from apps.receipts.verifier.canonical import canonicalize
 from apps.receipts.verifier.chain import ChainDecodeError, link_hash, verify_chain
-from apps.receipts.verifier.jsontext import (
+from apps.receipts.verifier.receipt_text import (
     DecodeError,
     JsonNumber,
     JsonObject,

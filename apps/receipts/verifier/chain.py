@@ -8,7 +8,7 @@ from typing import Any
 
 from blake3 import blake3
 
-from apps.receipts.verifier.jsontext import DecodeError, JsonValue, parse_json
+from apps.receipts.verifier.receipt_text import DecodeError, JsonValue, parse_json
 from apps.receipts.verifier.signatures import DOMAIN_CHAIN
 from apps.receipts.verifier.verify import verify_receipt_value
 

@@ -23,7 +23,7 @@ from apps.common.vocabulary import (
     TRUST_LEVELS,
     VERBS,
 )
-from apps.receipts.verifier.jsontext import DecodeError, JsonNumber, JsonObject
+from apps.receipts.verifier.receipt_text import DecodeError, JsonNumber, JsonObject
 
 # Presence codes of receipts.md §2: R required, O optional, F boolean defaulting to false,
 # E array defaulting to empty.

@@ -15,7 +15,7 @@ from blake3 import blake3
 
 from apps.common.vocabulary import DECISION_KINDS
 from apps.receipts.verifier.canonical import canonicalize
-from apps.receipts.verifier.jsontext import DecodeError, JsonValue, parse_json
+from apps.receipts.verifier.receipt_text import DecodeError, JsonValue, parse_json
 from apps.receipts.verifier.schema import decode_envelope
 from apps.receipts.verifier.signatures import (
     DOMAIN_ACTION,

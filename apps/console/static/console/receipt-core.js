@@ -107,7 +107,7 @@
     return concat(u64le(bytes.length), bytes);
   }
 
-  // --- Strict JSON text (apps/receipts/verifier/jsontext.py) -------------------------------
+  // --- Strict JSON text (apps/common/json_text.py via apps/receipts/verifier/receipt_text.py)
 
   class DecodeError extends Error {}
 

@@ -1,15 +1,15 @@
-"""Strict JSON text parsing that keeps what a plain ``json.loads`` would lose.
+"""A receipt's JSON text, read the way the verifier judges it.
 
 The reference decodes received bytes into a typed schema (receipts.md §3); to judge them
 the same way we must still see repeated member names and the exact number literals. So
-objects come back as ``JsonObject`` (a list of ``(name, value)`` pairs, order and repeats
-kept) and numbers as ``JsonNumber`` (the literal text). Everything the reference refuses at
-the text level is refused here: invalid UTF-8, a byte-order mark, NaN/Infinity, lone
-surrogates, raw control characters, trailing garbage, nesting deeper than the reference's
-decoder allows; numbers that overflow a double are refused by the schema decoder.
-
-The text rules are the service's one JSON parser (``apps.common.json_text``, pure Python
-like this package); this module gives its refusals the verifier's ``DecodeError``.
+the text is read by the service's one strict parser (``apps.common.json_text``, pure Python
+like this package) in its exact form: objects come back as ``JsonObject`` (a list of
+``(name, value)`` pairs, order and repeats kept) and numbers as ``JsonNumber`` (the literal
+text). Everything the reference refuses at the text level is refused there: invalid UTF-8,
+a byte-order mark, NaN/Infinity, lone surrogates, raw control characters, trailing
+garbage, nesting deeper than the reference's decoder allows; numbers that overflow a double
+are refused by the schema decoder. This module gives those refusals the verifier's
+``DecodeError``.
 """
 
 from __future__ import annotations

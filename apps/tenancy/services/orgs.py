@@ -1,0 +1,78 @@
+"""Writes for orgs: creating one, setting its plan and limits.
+
+Each operator act takes the :class:`~apps.tenancy.audit_trail.Actor` who makes it and writes it
+into the org's audit trail (:func:`org_audit_record`) in the same transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from apps.common.errors import InvalidInput
+from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
+from apps.tenancy.models import AuditKind, Org, Plan
+
+
+def org_create(
+    *, slug: str, name: str | None = None, plan: str = Plan.FREE, actor: Actor = OPERATOR
+) -> Org:
+    if plan not in Plan.values:
+        raise InvalidInput(f"unknown plan {plan!r}; known: {', '.join(Plan.values)}")
+    if Org.objects.filter(slug=slug).exists():
+        raise InvalidInput(f"an org with slug {slug!r} already exists")
+    org = Org(slug=slug, name=name or slug, plan=plan)
+    org.full_clean()
+    with transaction.atomic():
+        org.save()
+        org_audit_record(
+            org=org, kind=AuditKind.ORG_CREATED, actor=actor,
+            summary=f"org {slug} created ({plan} plan)",
+            detail={"slug": slug, "name": org.name, "plan": plan},
+        )  # fmt: skip
+    return org
+
+
+_UNCHANGED: Any = object()
+
+
+def org_set_limits(
+    *,
+    org: Org,
+    monthly_receipt_cap: int | None = _UNCHANGED,
+    rate_per_minute: int | None = _UNCHANGED,
+    rate_burst: int | None = _UNCHANGED,
+    plan: str = _UNCHANGED,
+    actor: Actor = OPERATOR,
+) -> Org:
+    """Set the org's plan and override its limits; None resets a limit to the plan's
+    default, an omitted one is left as it is. Only what changes is saved and audited."""
+    if plan is not _UNCHANGED and plan not in Plan.values:
+        raise InvalidInput(f"unknown plan {plan!r}; known: {', '.join(Plan.values)}")
+    changes = {
+        name: value
+        for name, value in (
+            ("plan", plan),
+            ("monthly_receipt_cap", monthly_receipt_cap),
+            ("rate_per_minute", rate_per_minute),
+            ("rate_burst", rate_burst),
+        )
+        if value is not _UNCHANGED and getattr(org, name) != value
+    }
+    if monthly_receipt_cap not in (None, _UNCHANGED) and monthly_receipt_cap < 0:
+        raise InvalidInput("the monthly cap cannot be negative")
+    for name, rate in (("rate_per_minute", rate_per_minute), ("rate_burst", rate_burst)):
+        if rate not in (None, _UNCHANGED) and rate < 1:
+            raise InvalidInput(f"{name.replace('_', ' ')} must be at least 1")
+    for name, value in changes.items():
+        setattr(org, name, value)
+    if changes:
+        with transaction.atomic():
+            org.save(update_fields=list(changes))
+            shown = ", ".join(f"{name} {value}" for name, value in changes.items())
+            org_audit_record(
+                org=org, kind=AuditKind.ORG_LIMITS_SET, actor=actor, detail=changes,
+                summary=f"limits set: {shown}",
+            )  # fmt: skip
+    return org
