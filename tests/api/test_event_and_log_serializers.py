@@ -14,10 +14,10 @@ from rest_framework.test import APIClient
 from apps.api.keyscoped.events import EvidenceExportJobSerializer
 from apps.api.serializers import NoMembersSerializer
 from apps.api.transparency import CosignatureInputSerializer, ProofSerializer
+from apps.audit.models import EvidenceExportJob, ExportStatus
 from apps.common.errors import InvalidInput
 from apps.common.openapi import profile_document
 from apps.common.openapi_events import EVENT_COMPONENTS
-from apps.events.models import EvidenceExportJob, ExportStatus
 
 HEX = "ab" * 32
 PROOF: dict[str, Any] = {
