@@ -43,10 +43,9 @@ def _rewrite(apps, schema_editor, *, forward: bool) -> None:
     content_type = apps.get_model("contenttypes", "ContentType")
     for model, app in MOVED_MODELS.items():
         old, new = ("events", app) if forward else (app, "events")
-        # A content type the new app already has (made by a post_migrate run meanwhile)
-        # would collide; the moved one, with its permissions, wins.
-        if content_type.objects.filter(app_label=old, model=model).exists():
-            content_type.objects.filter(app_label=new, model=model).delete()
+        # Should the new app have one already, both stay (the old one is then stale, for
+        # remove_stale_contenttypes): deleting either would reach the append-only admin log.
+        if not content_type.objects.filter(app_label=new, model=model).exists():
             content_type.objects.filter(app_label=old, model=model).update(app_label=new)
 
     result = apps.get_model("django_tasks_database", "DBTaskResult")
