@@ -45,6 +45,7 @@ from apps.tenancy.admin_access import (
     member_roles,
     role_in,
 )
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role
 
 
@@ -192,8 +193,9 @@ class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
         endpoint = queryset.get()
         if not can_write(request, endpoint.org_id):
             raise PermissionDenied
-        rotated = webhook_endpoint_rotate_secret(endpoint=endpoint)
-        self.log_change(request, endpoint, "Rotated the signing secret")
+        rotated = webhook_endpoint_rotate_secret(
+            endpoint=endpoint, actor=Actor.console(request.user)
+        )
         return self._secret_page(request, rotated, rotated=True)
 
     def _set_enabled(
@@ -204,8 +206,9 @@ class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
             if not can_write(request, endpoint.org_id):
                 messages.error(request, f"{endpoint.endpoint_id}: needs the manager role")
                 continue
-            webhook_endpoint_update(endpoint=endpoint, enabled=on)
-            self.log_change(request, endpoint, "Enabled" if on else "Disabled")
+            webhook_endpoint_update(
+                endpoint=endpoint, enabled=on, actor=Actor.console(request.user)
+            )
             done += 1
         self.message_user(request, f"{'Enabled' if on else 'Disabled'} {done} endpoint(s).")
 

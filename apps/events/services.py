@@ -33,7 +33,8 @@ from apps.events.models import (
     WebhookEndpoint,
 )
 from apps.events.subscriptions import forget_subscribers_on_commit, subscribed_types
-from apps.tenancy.models import Org
+from apps.tenancy.audit_trail import Actor, org_audit_record
+from apps.tenancy.models import AuditKind, Org
 
 EVENT_ID_PREFIX = "evt_"
 ENDPOINT_ID_PREFIX = "ep_"
@@ -173,8 +174,10 @@ def webhook_endpoint_update(
     format: str | None = None,
     description: str | None = None,
     enabled: bool | None = None,
+    actor: Actor | None = None,
 ) -> WebhookEndpoint:
-    """Change what was given; enabling an endpoint clears its failure run."""
+    """Change what was given; enabling an endpoint clears its failure run. Turning it on
+    or off is recorded in the org's audit trail as ``actor``'s (when one is named)."""
     changed: list[str] = []
     if url is not None and url != endpoint.url:
         url = check_url(url)  # stored as it is sent (encoded)
@@ -201,12 +204,26 @@ def webhook_endpoint_update(
         with transaction.atomic():
             endpoint.save(update_fields=changed)
             forget_subscribers_on_commit(endpoint.org_id)
+            if "enabled" in changed and actor is not None:
+                on = endpoint.enabled
+                org_audit_record(
+                    org=endpoint.org_id,
+                    kind=AuditKind.WEBHOOK_ENDPOINT_ENABLED
+                    if on
+                    else AuditKind.WEBHOOK_ENDPOINT_DISABLED,
+                    summary=f"webhook endpoint {endpoint} {'enabled' if on else 'disabled'}",
+                    detail={"endpoint_id": endpoint.endpoint_id},
+                    actor=actor,
+                )
     return endpoint
 
 
-def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> WebhookEndpoint:
+def webhook_endpoint_rotate_secret(
+    *, endpoint: WebhookEndpoint, actor: Actor | None = None
+) -> WebhookEndpoint:
     """A new secret; the current one keeps signing beside it for
-    WEBHOOK_SECRET_OVERLAP_SECONDS (receivers switch over without a gap)."""
+    WEBHOOK_SECRET_OVERLAP_SECONDS (receivers switch over without a gap). Recorded in the
+    org's audit trail as ``actor``'s (when one is named)."""
     with transaction.atomic():
         locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
         locked.previous_secret = locked.secret
@@ -215,6 +232,14 @@ def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> WebhookEndpo
         )
         locked.secret = new_secret()
         locked.save(update_fields=["secret", "previous_secret", "previous_secret_expires_at"])
+        if actor is not None:
+            org_audit_record(
+                org=locked.org_id,
+                kind=AuditKind.WEBHOOK_SECRET_ROTATED,
+                summary=f"signing secret of webhook endpoint {locked} rotated",
+                detail={"endpoint_id": locked.endpoint_id},
+                actor=actor,
+            )
     return locked
 
 
