@@ -4,6 +4,7 @@ member's own email opt-ins. (Background evidence exports are the audit app's.)""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -291,8 +292,6 @@ class DeliveryAdmin(OrgScopedAdmin[Delivery]):
 
     @admin.display(description="Payload")
     def payload(self, obj: Delivery) -> str:
-        import json
-
         return format_html("<pre>{}</pre>", json.dumps(obj.event.payload, indent=1))
 
     @admin.action(description="Redeliver selected (same webhook-id, now)")
