@@ -1,17 +1,30 @@
-"""Console: the admin log, where every console action is recorded. Nobody edits it: the
-console grants no add, change or delete on it (superusers included), and on PostgreSQL a
-trigger refuses UPDATE and DELETE (migration 0001 of this app)."""
+"""Console: the admin log, where every console action is recorded (nobody edits it: the
+console grants no add, change or delete on it, superusers included, and on PostgreSQL a
+trigger refuses UPDATE and DELETE, migration 0001 of this app); and background evidence
+exports (auditor+), built by a worker, downloaded once ready."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.http import FileResponse, HttpRequest
+from django.urls import path, reverse
+from django.utils.html import format_html
 from unfold.admin import ModelAdmin as UnfoldModelAdmin
 from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationForm
+
+from apps.audit.evidence import EvidenceWindow
+from apps.audit.exports import evidence_export_request, export_file_response
+from apps.audit.models import EvidenceExportJob, ExportStatus
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
+from apps.tenancy.models import Role
 
 
 @admin.register(LogEntry)
@@ -74,3 +87,89 @@ class ConsoleUserAdmin(UserAdmin, UnfoldModelAdmin):  # type: ignore[type-arg]
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
+
+
+class ExportRequestForm(forms.ModelForm[EvidenceExportJob]):
+    class Meta:
+        model = EvidenceExportJob
+        fields = ["org", "window_from", "window_to"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        start, end = data.get("window_from"), data.get("window_to")
+        if start and end and start > end:
+            raise forms.ValidationError("from must not be after to")
+        return data
+
+
+@admin.register(EvidenceExportJob)
+class EvidenceExportJobAdmin(OrgScopedAdmin[EvidenceExportJob]):
+    """Request an evidence export (auditor+): it is built in the background; this list
+    shows its state and, once ready, the download."""
+
+    form = ExportRequestForm
+    write_role = Role.AUDITOR
+    list_display = ["export_id", "org", "status", "window_from", "window_to", "size",
+                    "download", "created_at", "finished_at"]  # fmt: skip
+    list_filter = [OrgFilter, "status"]
+
+    def get_fields(
+        self, request: HttpRequest, obj: EvidenceExportJob | None = None
+    ) -> tuple[str, ...]:
+        if obj is None:
+            return ("org", "window_from", "window_to")
+        return ("org", "export_id", "status", "window_from", "window_to", "size", "sha256",
+                "error", "download", "created_at", "finished_at")  # fmt: skip
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: EvidenceExportJob | None = None
+    ) -> tuple[str, ...]:
+        return () if obj is None else self.get_fields(request, obj)
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: EvidenceExportJob | None = None
+    ) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "org":
+            kwargs["queryset"] = writable_orgs(request, Role.AUDITOR)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(
+        self, request: HttpRequest, obj: EvidenceExportJob, form: Any, change: bool
+    ) -> None:
+        data = form.cleaned_data
+        job = evidence_export_request(
+            org=data["org"],
+            window=EvidenceWindow(data.get("window_from"), data.get("window_to")),
+            requested_by=request.user,  # type: ignore[arg-type]
+        )
+        obj.pk = job.pk
+        obj.export_id = job.export_id
+        self.message_user(
+            request, f"Export {job.export_id} queued: this page shows when it is ready."
+        )
+
+    @admin.display(description="Download")
+    def download(self, obj: EvidenceExportJob) -> str:
+        if obj.status != ExportStatus.READY:
+            return "-"
+        url = reverse("admin:audit_evidenceexportjob_download", args=[obj.pk])
+        return format_html('<a href="{}">download</a>', url)
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:job_id>/download/", wrap(self.download_view),
+                 name="audit_evidenceexportjob_download"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def download_view(self, request: HttpRequest, job_id: int) -> FileResponse:
+        job = self.get_queryset(request).filter(pk=job_id).first()
+        if job is None or job.status != ExportStatus.READY:
+            raise PermissionDenied
+        if not can_write(request, job.org_id, Role.AUDITOR):
+            raise PermissionDenied
+        return export_file_response(job)

@@ -10,7 +10,7 @@ class CommonConfig(AppConfig):
 
     def ready(self) -> None:
         # The app's modules load once the app registry is ready, as Django prescribes.
-        from apps.common import checks
+        from apps.common import checks, scheduling, workers
         from apps.common.capacity import mark_database_unavailable, outage
         from apps.common.json_logging import clear_request_id, install_request_id_on_records
 
@@ -24,3 +24,4 @@ class CommonConfig(AppConfig):
         connection_created.connect(outage.end, dispatch_uid="mirror.database_outage_ended")
         request_finished.connect(clear_request_id, dispatch_uid="mirror.clear_request_id")
         install_request_id_on_records()
+        scheduling.register(*workers.SCHEDULE)

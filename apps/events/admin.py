@@ -1,18 +1,19 @@
 """The console's pages for outbound events: webhook endpoints (manager+ changes; the
 secret shown once, rotation), each endpoint's delivery log with a redeliver action, a
-member's own email opt-ins, and background evidence exports (auditor+)."""
+member's own email opt-ins. (Background evidence exports are the audit app's.)"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import reverse
 from django.utils.html import format_html
 from unfold.widgets import (
     UnfoldAdminCheckboxSelectMultipleWidget,
@@ -20,35 +21,32 @@ from unfold.widgets import (
     UnfoldAdminURLInputWidget,
 )
 
-from apps.audit.evidence import EvidenceWindow
+from apps.events.delivery import signing_secrets
 from apps.events.destinations import ENDPOINT_MANAGER, masked_url, url_shown
-from apps.events.exports import evidence_export_request, export_file_response
 from apps.events.models import (
     EMAIL_EVENT_TYPES,
     Delivery,
     EmailSubscription,
     EndpointFormat,
     EventType,
-    EvidenceExportJob,
-    ExportStatus,
     WebhookEndpoint,
 )
 from apps.events.services import (
     delivery_redeliver,
-    signing_secrets,
     webhook_endpoint_create,
     webhook_endpoint_delete,
     webhook_endpoint_rotate_secret,
     webhook_endpoint_update,
 )
+from apps.events.subscriptions import forget_subscribers
 from apps.tenancy.admin_access import (
     OrgFilter,
     OrgScopedAdmin,
     can_write,
     member_roles,
     role_in,
-    writable_orgs,
 )
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role
 
 
@@ -196,8 +194,9 @@ class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
         endpoint = queryset.get()
         if not can_write(request, endpoint.org_id):
             raise PermissionDenied
-        rotated = webhook_endpoint_rotate_secret(endpoint=endpoint)
-        self.log_change(request, endpoint, "Rotated the signing secret")
+        rotated = webhook_endpoint_rotate_secret(
+            endpoint=endpoint, actor=Actor.console(request.user)
+        )
         return self._secret_page(request, rotated, rotated=True)
 
     def _set_enabled(
@@ -208,8 +207,9 @@ class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
             if not can_write(request, endpoint.org_id):
                 messages.error(request, f"{endpoint.endpoint_id}: needs the manager role")
                 continue
-            webhook_endpoint_update(endpoint=endpoint, enabled=on)
-            self.log_change(request, endpoint, "Enabled" if on else "Disabled")
+            webhook_endpoint_update(
+                endpoint=endpoint, enabled=on, actor=Actor.console(request.user)
+            )
             done += 1
         self.message_user(request, f"{'Enabled' if on else 'Disabled'} {done} endpoint(s).")
 
@@ -292,8 +292,6 @@ class DeliveryAdmin(OrgScopedAdmin[Delivery]):
 
     @admin.display(description="Payload")
     def payload(self, obj: Delivery) -> str:
-        import json
-
         return format_html("<pre>{}</pre>", json.dumps(obj.event.payload, indent=1))
 
     @admin.action(description="Redeliver selected (same webhook-id, now)")
@@ -345,92 +343,4 @@ class EmailSubscriptionAdmin(OrgScopedAdmin[EmailSubscription]):
     ) -> None:
         obj.user_id = int(request.user.pk or 0)
         super().save_model(request, obj, form, change)
-        from apps.events.services import forget_subscribers
-
         forget_subscribers(obj.org_id)
-
-
-class ExportRequestForm(forms.ModelForm[EvidenceExportJob]):
-    class Meta:
-        model = EvidenceExportJob
-        fields = ["org", "window_from", "window_to"]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        start, end = data.get("window_from"), data.get("window_to")
-        if start and end and start > end:
-            raise forms.ValidationError("from must not be after to")
-        return data
-
-
-@admin.register(EvidenceExportJob)
-class EvidenceExportJobAdmin(OrgScopedAdmin[EvidenceExportJob]):
-    """Request an evidence export (auditor+): it is built in the background; this list
-    shows its state and, once ready, the download."""
-
-    form = ExportRequestForm
-    write_role = Role.AUDITOR
-    list_display = ["export_id", "org", "status", "window_from", "window_to", "size",
-                    "download", "created_at", "finished_at"]  # fmt: skip
-    list_filter = [OrgFilter, "status"]
-
-    def get_fields(
-        self, request: HttpRequest, obj: EvidenceExportJob | None = None
-    ) -> tuple[str, ...]:
-        if obj is None:
-            return ("org", "window_from", "window_to")
-        return ("org", "export_id", "status", "window_from", "window_to", "size", "sha256",
-                "error", "download", "created_at", "finished_at")  # fmt: skip
-
-    def get_readonly_fields(
-        self, request: HttpRequest, obj: EvidenceExportJob | None = None
-    ) -> tuple[str, ...]:
-        return () if obj is None else self.get_fields(request, obj)
-
-    def has_change_permission(
-        self, request: HttpRequest, obj: EvidenceExportJob | None = None
-    ) -> bool:
-        return obj is None and super().has_change_permission(request, obj)
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "org":
-            kwargs["queryset"] = writable_orgs(request, Role.AUDITOR)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def save_model(
-        self, request: HttpRequest, obj: EvidenceExportJob, form: Any, change: bool
-    ) -> None:
-        data = form.cleaned_data
-        job = evidence_export_request(
-            org=data["org"],
-            window=EvidenceWindow(data.get("window_from"), data.get("window_to")),
-            requested_by=request.user,  # type: ignore[arg-type]
-        )
-        obj.pk = job.pk
-        obj.export_id = job.export_id
-        self.message_user(
-            request, f"Export {job.export_id} queued: this page shows when it is ready."
-        )
-
-    @admin.display(description="Download")
-    def download(self, obj: EvidenceExportJob) -> str:
-        if obj.status != ExportStatus.READY:
-            return "-"
-        url = reverse("admin:events_evidenceexportjob_download", args=[obj.pk])
-        return format_html('<a href="{}">download</a>', url)
-
-    def get_urls(self) -> list[Any]:
-        wrap = self.admin_site.admin_view
-        return [
-            path("<int:job_id>/download/", wrap(self.download_view),
-                 name="events_evidenceexportjob_download"),
-            *super().get_urls(),
-        ]  # fmt: skip
-
-    def download_view(self, request: HttpRequest, job_id: int) -> FileResponse:
-        job = self.get_queryset(request).filter(pk=job_id).first()
-        if job is None or job.status != ExportStatus.READY:
-            raise PermissionDenied
-        if not can_write(request, job.org_id, Role.AUDITOR):
-            raise PermissionDenied
-        return export_file_response(job)

@@ -9,9 +9,13 @@ class EventsConfig(AppConfig):
         from django.conf import settings
         from django.core.checks import register
 
-        from apps.common import outbound
-        from apps.events import checks
-        from apps.events.services import event_record, is_subscribed
+        from apps.common import outbound, scheduling, workers
+        from apps.events import checks, delivery, tasks
+        from apps.events.services import event_record
+        from apps.events.subscriptions import is_subscribed
 
         outbound.register_sink(event_record if settings.EVENTS_ENABLED else None, is_subscribed)
         register(checks.private_destinations_allowed, "mirror", deploy=True)
+        scheduling.register(*tasks.SCHEDULE)
+        workers.on_beat(delivery.delivery_claims_extend)
+        workers.on_reclaim(delivery.delivery_claims_release)

@@ -1,96 +1,44 @@
 """One webhook attempt: claim the delivery, render and sign the body, POST it, record the
-outcome and schedule the next attempt (exponential backoff with jitter) or give up."""
+outcome and schedule the next attempt (exponential backoff with jitter) or give up; the
+task that runs it, and what the worker's lease does for the deliveries being sent."""
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
+from django_tasks import task
+from django_tasks_db.models import DBTaskResult
 from standardwebhooks import Webhook
 
+from apps.common.tasks import DELIVERIES_QUEUE, enqueue
+from apps.common.workers import RUNNING, InFlight, Reclaimed, lease
 from apps.events.destinations import PostResult, post
-from apps.events.models import Delivery, DeliveryStatus, EndpointFormat, Event, WebhookEndpoint
-from apps.events.services import signing_secrets
+from apps.events.emails import send_endpoint_disabled_email
+from apps.events.models import Delivery, DeliveryStatus, Event, WebhookEndpoint
+from apps.events.payloads import render
+from apps.events.subscriptions import forget_subscribers
 
 logger = logging.getLogger(__name__)
 
 
-def standard_body(event: Event) -> str:
-    """The Standard Webhooks payload: ``type``, ``timestamp`` (the event's) and ``data``."""
-    return json.dumps(
-        {
-            "type": event.type,
-            "timestamp": event.created_at.isoformat().replace("+00:00", "Z"),
-            "data": event.payload,
-        },
-        separators=(",", ":"),
-        ensure_ascii=False,
-        sort_keys=True,
-    )
-
-
-def _approval_line(data: dict[str, Any]) -> str:
-    summary = data.get("summary") or {}
-    action = summary.get("action") or {}
-    what = " ".join(part for part in (action.get("workflow"), action.get("verb")) if part)
-    who = summary.get("agent_identity") or ""
-    text = f"`{data.get('approval_id')}`"
-    if what:
-        text += f" {what}"
-    if who:
-        text += f" by {who}"
-    return text
-
-
-def slack_text(event: Event) -> str:
-    """A one-message summary for a Slack incoming webhook (mrkdwn)."""
-    data: dict[str, Any] = event.payload
-    kind = event.type
-    if kind.startswith("approval."):
-        line = _approval_line(data)
-        url = data.get("signing_url")
-        link = f" <{url}|Open in Countersign>" if url else ""
-        if kind == "approval.opened":
-            return f":inbox_tray: Approval opened: {line}.{link}"
-        if kind == "approval.waiting_for_approvers":
-            return (
-                f":hourglass: Approval waiting for approvers ({data.get('approved_count', 0)}"
-                f"/{data.get('threshold')}): {line}.{link}"
-            )
-        if kind == "approval.vote_recorded":
-            return f":ballot_box: Vote recorded ({data.get('decision')}): {line}.{link}"
-        return f":white_check_mark: Approval {data.get('outcome')}: {line}."
-    if kind == "receipt.refused":
-        return (
-            f":no_entry: Receipt refused ({data.get('kind')}): `{data.get('action_hash') or '-'}`"
-        )
-    if kind == "policy.deployed":
-        return (
-            f":scroll: Policy deployed: `{data.get('policy_id')}` ({data.get('rule_count')} rules)"
-        )
-    if kind == "quota.threshold":
-        return (
-            f":warning: {data.get('threshold_percent')}% of the monthly receipt cap reached "
-            f"({data.get('count')}/{data.get('cap')}, {data.get('month')})"
-        )
-    if kind.startswith("api_key."):
-        verb = "created" if kind == "api_key.created" else "revoked"
-        return f":key: API key {verb}: `{data.get('prefix')}` {data.get('label') or ''}".rstrip()
-    return f"{kind}"
-
-
-def render(endpoint: WebhookEndpoint, event: Event) -> str:
-    if endpoint.format == EndpointFormat.SLACK:
-        return json.dumps({"text": slack_text(event)}, ensure_ascii=False)
-    return standard_body(event)
+def signing_secrets(endpoint: WebhookEndpoint) -> list[str]:
+    """The secrets that sign now: the current one, and the previous one during a rotation."""
+    keys = [endpoint.secret]
+    if (
+        endpoint.previous_secret
+        and endpoint.previous_secret_expires_at is not None
+        and endpoint.previous_secret_expires_at > timezone.now()
+    ):
+        keys.append(endpoint.previous_secret)
+    return keys
 
 
 def signed_headers(
@@ -161,8 +109,6 @@ def delivery_attempt(delivery_id: int) -> str:
 
 
 def _record(delivery: Delivery, result: PostResult) -> str:
-    from apps.events import tasks
-
     now = timezone.now()
     endpoint = delivery.endpoint
     delivery.attempts += 1
@@ -198,10 +144,8 @@ def _record(delivery: Delivery, result: PostResult) -> str:
                 )
             )
             if disabled:
-                from apps.events.services import forget_subscribers
-
                 transaction.on_commit(lambda: forget_subscribers(endpoint.org_id))
-                tasks.enqueue(tasks.send_endpoint_disabled_email, endpoint.pk)
+                enqueue(send_endpoint_disabled_email, endpoint.pk)
         next_at = now + timedelta(seconds=backoff_seconds(delivery.attempts))
         window_end = delivery.created_at + timedelta(seconds=settings.WEBHOOK_RETRY_WINDOW_SECONDS)
         if disabled or next_at > window_end:
@@ -211,5 +155,53 @@ def _record(delivery: Delivery, result: PostResult) -> str:
         delivery.status = DeliveryStatus.PENDING
         delivery.next_attempt_at = next_at
         delivery.save(update_fields=[*fields, "next_attempt_at"])
-        tasks.enqueue(tasks.deliver_webhook, delivery.pk, run_after=next_at)
+        enqueue(deliver_webhook, delivery.pk, run_after=next_at)
     return "will retry"
+
+
+@task(queue_name=DELIVERIES_QUEUE)
+def deliver_webhook(delivery_id: int) -> str:
+    return delivery_attempt(delivery_id)
+
+
+# The task's path as rows enqueued before it moved here name it (apps.events.tasks keeps
+# an alias for one release): the lease's hooks below treat those rows as its own.
+DELIVER_PATHS = (deliver_webhook.module_path, "apps.events.tasks.deliver_webhook")
+
+
+def delivery_claims_extend(running: list[InFlight], now: datetime) -> None:
+    """The worker heartbeat's hook (apps.common.workers): extend the claims of the
+    deliveries this process is sending, so a slow receiver never makes a claim run out
+    under a worker that is still on it. Never shortens a claim; a delivery that is no
+    longer "sending" (the attempt was recorded meanwhile) is left alone."""
+    sending = [item.args[0] for item in running if item.task_path in DELIVER_PATHS and item.args]
+    if sending:
+        Delivery.objects.filter(pk__in=sending, status=DeliveryStatus.SENDING).update(
+            claimed_until=Greatest(F("claimed_until"), now + lease())
+        )
+
+
+def delivery_claims_release(reclaimed: Reclaimed) -> None:
+    """The worker reclaim's hook (apps.common.workers). A webhook attempt whose worker
+    died holds its delivery's claim until the claim runs out (a few timeouts); its task,
+    queued again, could then only answer "not due" and the delivery would wait for the
+    sweep. The claim is given up at once, unless a live worker is running another task for
+    the same delivery (which then holds the claim)."""
+    if not reclaimed.requeued:
+        return
+    vouched = reclaimed.vouched
+    live = set().union(*vouched.values()) if vouched else set()
+    for args_kwargs in DBTaskResult.objects.filter(
+        pk__in=reclaimed.requeued, task_path__in=DELIVER_PATHS
+    ).values_list("args_kwargs", flat=True):
+        args = args_kwargs.get("args") or []
+        if not args:
+            continue
+        running_for_it = DBTaskResult.objects.filter(
+            status=RUNNING, task_path__in=DELIVER_PATHS, args_kwargs__args=args
+        ).values_list("id", flat=True)
+        if any(str(task_id) in live for task_id in running_for_it):
+            continue
+        Delivery.objects.filter(pk=args[0], status=DeliveryStatus.SENDING).update(
+            claimed_until=reclaimed.now
+        )

@@ -1,9 +1,15 @@
-"""The text of the emails events send (plain text, through Django's email framework)."""
+"""The emails events send (plain text, through Django's email framework): their text, who
+receives them, and the tasks that send them."""
 
 from __future__ import annotations
 
-from apps.events.delivery import slack_text
-from apps.events.models import Event, WebhookEndpoint
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django_tasks import task
+
+from apps.events.models import EmailSubscription, Event, WebhookEndpoint
+from apps.events.payloads import slack_text
+from apps.tenancy.models import Membership, Role
 
 _TITLES = {
     "approval.opened": "Approval opened",
@@ -43,3 +49,41 @@ def endpoint_disabled_email(endpoint: WebhookEndpoint) -> tuple[str, str]:
         "be sent again from its delivery log.\n"
     )
     return subject, body
+
+
+def _recipients(org_id: int, user_ids: list[int]) -> list[str]:
+    """Addresses of active users who are still members of the org."""
+    members = Membership.objects.filter(org_id=org_id, user_id__in=user_ids).values_list(
+        "user_id", flat=True
+    )
+    users = get_user_model().objects.filter(pk__in=list(members), is_active=True)
+    return sorted({user.email for user in users if user.email})
+
+
+def _send(org_id: int, user_ids: list[int], subject: str, body: str) -> int:
+    """One mail to each of those members who is active and has an address; how many."""
+    return sum(send_mail(subject, body, None, [to]) for to in _recipients(org_id, user_ids))
+
+
+@task()
+def send_event_emails(event_pk: int) -> int:
+    """Email an approval event to the members who opted in to its type; how many."""
+    event = Event.objects.select_related("org").get(pk=event_pk)
+    user_ids = list(
+        EmailSubscription.objects.filter(org_id=event.org_id, event_type=event.type).values_list(
+            "user_id", flat=True
+        )
+    )
+    return _send(event.org_id, user_ids, *event_email(event))
+
+
+@task()
+def send_endpoint_disabled_email(endpoint_pk: int) -> int:
+    """``endpoint.disabled``: tell the org's owners their endpoint stopped receiving."""
+    endpoint = WebhookEndpoint.objects.select_related("org").get(pk=endpoint_pk)
+    owners = list(
+        Membership.objects.filter(org_id=endpoint.org_id, role=Role.OWNER).values_list(
+            "user_id", flat=True
+        )
+    )
+    return _send(endpoint.org_id, owners, *endpoint_disabled_email(endpoint))

@@ -1,5 +1,5 @@
-"""Outbound events: per-org webhook endpoints, the events recorded, their deliveries,
-members' email opt-ins, background evidence exports and the periodic scheduler's slots.
+"""Outbound events: per-org webhook endpoints, the events recorded, their deliveries and
+members' email opt-ins.
 
 An ``Event`` is written in the transaction of the change it reports, with one
 ``Delivery`` per subscribed endpoint and the delivery tasks (the task engine's queue is a
@@ -152,78 +152,3 @@ class EmailSubscription(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} {self.event_type}"
-
-
-class ExportStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    READY = "ready", "Ready"
-    FAILED = "failed", "Failed"
-
-
-class EvidenceExportJob(models.Model):
-    """An evidence export built in the background (the request answers 202 and a link)."""
-
-    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
-    export_id = models.CharField(max_length=40, unique=True)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    window_from = models.DateField(null=True, blank=True)
-    window_to = models.DateField(null=True, blank=True)
-    status = models.CharField(
-        max_length=16, choices=ExportStatus.choices, default=ExportStatus.PENDING
-    )
-    file_name = models.CharField(max_length=300, blank=True, default="")
-    size = models.PositiveBigIntegerField(null=True, blank=True)
-    sha256 = models.CharField(max_length=64, blank=True, default="")
-    error = models.CharField(max_length=300, blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["org", "-created_at"], name="events_export_org")]
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.export_id} {self.status}"
-
-
-class PeriodicSlot(models.Model):
-    """One periodic task's run for one time slot: the scheduler inserts the slot and
-    enqueues only when the insert succeeds, so any number of schedulers enqueue it once."""
-
-    name = models.CharField(max_length=64)
-    slot = models.BigIntegerField()  # the slot's start, seconds since the epoch
-    enqueued_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["name", "slot"], name="events_periodic_slot_once")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name}@{self.slot}"
-
-
-class TaskWorker(models.Model):
-    """A running ``manage.py run_worker`` process, seen alive at ``seen_at``.
-
-    Its heartbeat renews ``seen_at`` every third of ``TASK_WORKER_LEASE_SECONDS``; a task
-    still marked running by a worker not seen for a whole lease was abandoned (the process
-    was killed, or lost the database for that long) and is handed to another worker."""
-
-    worker_id = models.CharField(max_length=64, unique=True)
-    hostname = models.CharField(max_length=255, blank=True, default="")
-    pid = models.PositiveIntegerField(null=True, blank=True)
-    queues = models.JSONField(default=list)
-    # The ids of the tasks it was running at its last heartbeat.
-    running = models.JSONField(default=list)
-    started_at = models.DateTimeField(auto_now_add=True)
-    seen_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["worker_id"]
-
-    def __str__(self) -> str:
-        return f"{self.worker_id} ({self.hostname}:{self.pid})"

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from apps.events.delivery import standard_body
 from apps.events.models import Delivery, EmailSubscription, WebhookEndpoint
+from apps.events.payloads import standard_body
 from apps.tenancy.models import Org
 
 

@@ -1,12 +1,12 @@
-"""Writes of outbound events: recording an event with its deliveries (the sink every
-service's ``apps.common.outbound.emit`` reaches), endpoints (create, update, rotate,
-disable, delete), redelivery and members' email opt-ins."""
+"""Writes of outbound events: recording an event (the sink every service's
+``apps.common.outbound.emit`` reaches) and its fan-out into deliveries (the task that
+makes them), endpoints (create, update, rotate, disable, delete), redelivery and
+members' email opt-ins."""
 
 from __future__ import annotations
 
 import base64
 import secrets
-import time
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -14,10 +14,14 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
+from django_tasks import task
 
 from apps.common.errors import InvalidInput, NotFound
 from apps.common.outbound import PayloadFactory
+from apps.common.tasks import enqueue
+from apps.events.delivery import deliver_webhook
 from apps.events.destinations import check_url
+from apps.events.emails import send_event_emails
 from apps.events.models import (
     EMAIL_EVENT_TYPES,
     Delivery,
@@ -28,61 +32,21 @@ from apps.events.models import (
     EventType,
     WebhookEndpoint,
 )
-from apps.tenancy.models import Org
+from apps.events.subscriptions import forget_subscribers_on_commit, subscribed_types
+from apps.tenancy.audit_trail import Actor, org_audit_record
+from apps.tenancy.models import AuditKind, Org
 
 EVENT_ID_PREFIX = "evt_"
 ENDPOINT_ID_PREFIX = "ep_"
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's marker, not a secret)
 
-# org id -> (valid until, monotonic seconds; the event types someone subscribes to)
-_subscribers: dict[int, tuple[float, frozenset[str]]] = {}
-
-
-def subscribed_types(org_id: int) -> frozenset[str]:
-    """The event types ``org_id`` has an enabled endpoint or an email subscriber for,
-    as this process last read them (at most EVENTS_SUBSCRIBER_CACHE_SECONDS ago)."""
-    now = time.monotonic()
-    cached = _subscribers.get(org_id)
-    if cached is not None and cached[0] > now:
-        return cached[1]
-    types: set[str] = set()
-    for wanted in WebhookEndpoint.objects.filter(org_id=org_id, enabled=True).values_list(
-        "event_types", flat=True
-    ):
-        types.update(wanted)
-    types.update(
-        EmailSubscription.objects.filter(org_id=org_id).values_list("event_type", flat=True)
-    )
-    found = frozenset(types)
-    _subscribers[org_id] = (now + settings.EVENTS_SUBSCRIBER_CACHE_SECONDS, found)
-    return found
-
-
-def is_subscribed(org_id: int, event_type: str) -> bool:
-    return event_type in subscribed_types(org_id)
-
-
-def forget_subscribers(org_id: int | None = None) -> None:
-    """Drop this process's view of an org's subscriptions (every org's with ``None``)."""
-    if org_id is None:
-        _subscribers.clear()
-    else:
-        _subscribers.pop(org_id, None)
-
-
-def _forget_on_commit(org_id: int) -> None:
-    forget_subscribers(org_id)
-    transaction.on_commit(lambda: forget_subscribers(org_id))
-
 
 def event_record(org_id: int, event_type: str, payload: PayloadFactory) -> Event | None:
     """Record ``event_type`` and enqueue its fan-out, in the caller's transaction; nothing
     when nobody subscribes. Two inserts: the deliveries are made by the fan-out task
-    (apps.events.tasks.fan_out_event), so the change's own request pays no more."""
+    (:func:`fan_out_event`), so the change's own request pays no more."""
     if event_type not in subscribed_types(org_id):
         return None
-    from apps.events import tasks
-
     with transaction.atomic(savepoint=False):
         event = Event.objects.create(
             org_id=org_id,
@@ -91,15 +55,13 @@ def event_record(org_id: int, event_type: str, payload: PayloadFactory) -> Event
             payload=payload(),
             created_at=timezone.now(),
         )
-        tasks.enqueue(tasks.fan_out_event, event.pk)
+        enqueue(fan_out_event, event.pk)
     return event
 
 
 def event_fan_out(*, event: Event) -> list[Delivery]:
     """The event's deliveries, one per enabled endpoint that wants its type (made once:
     a second run finds them), each enqueued; and its emails, when members opted in."""
-    from apps.events import tasks
-
     endpoints = [
         endpoint
         for endpoint in WebhookEndpoint.objects.filter(org_id=event.org_id, enabled=True)
@@ -122,7 +84,7 @@ def event_fan_out(*, event: Event) -> list[Delivery]:
             ]
         )
         for delivery in deliveries:
-            tasks.enqueue(tasks.deliver_webhook, delivery.pk)
+            enqueue(deliver_webhook, delivery.pk)
         if (
             not done
             and event.type in EMAIL_EVENT_TYPES
@@ -132,8 +94,17 @@ def event_fan_out(*, event: Event) -> list[Delivery]:
                 ).exists()
             )
         ):
-            tasks.enqueue(tasks.send_event_emails, event.pk)
+            enqueue(send_event_emails, event.pk)
     return deliveries
+
+
+@task()
+def fan_out_event(event_pk: int) -> int:
+    """Make a recorded event's deliveries (and emails); how many deliveries."""
+    event = Event.objects.filter(pk=event_pk).first()
+    if event is None:  # its org was deleted meanwhile
+        return 0
+    return len(event_fan_out(event=event))
 
 
 # --- endpoints ---------------------------------------------------------------------------
@@ -184,7 +155,7 @@ def webhook_endpoint_create(
             enabled=enabled,
             secret=new_secret(),
         )
-        _forget_on_commit(org.pk)
+        forget_subscribers_on_commit(org.pk)
     return endpoint
 
 
@@ -203,8 +174,10 @@ def webhook_endpoint_update(
     format: str | None = None,
     description: str | None = None,
     enabled: bool | None = None,
+    actor: Actor | None = None,
 ) -> WebhookEndpoint:
-    """Change what was given; enabling an endpoint clears its failure run."""
+    """Change what was given; enabling an endpoint clears its failure run. Turning it on
+    or off is recorded in the org's audit trail as ``actor``'s (when one is named)."""
     changed: list[str] = []
     if url is not None and url != endpoint.url:
         url = check_url(url)  # stored as it is sent (encoded)
@@ -230,13 +203,27 @@ def webhook_endpoint_update(
     if changed:
         with transaction.atomic():
             endpoint.save(update_fields=changed)
-            _forget_on_commit(endpoint.org_id)
+            forget_subscribers_on_commit(endpoint.org_id)
+            if "enabled" in changed and actor is not None:
+                on = endpoint.enabled
+                org_audit_record(
+                    org=endpoint.org_id,
+                    kind=AuditKind.WEBHOOK_ENDPOINT_ENABLED
+                    if on
+                    else AuditKind.WEBHOOK_ENDPOINT_DISABLED,
+                    summary=f"webhook endpoint {endpoint} {'enabled' if on else 'disabled'}",
+                    detail={"endpoint_id": endpoint.endpoint_id},
+                    actor=actor,
+                )
     return endpoint
 
 
-def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> WebhookEndpoint:
+def webhook_endpoint_rotate_secret(
+    *, endpoint: WebhookEndpoint, actor: Actor | None = None
+) -> WebhookEndpoint:
     """A new secret; the current one keeps signing beside it for
-    WEBHOOK_SECRET_OVERLAP_SECONDS (receivers switch over without a gap)."""
+    WEBHOOK_SECRET_OVERLAP_SECONDS (receivers switch over without a gap). Recorded in the
+    org's audit trail as ``actor``'s (when one is named)."""
     with transaction.atomic():
         locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
         locked.previous_secret = locked.secret
@@ -245,38 +232,32 @@ def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint) -> WebhookEndpo
         )
         locked.secret = new_secret()
         locked.save(update_fields=["secret", "previous_secret", "previous_secret_expires_at"])
+        if actor is not None:
+            org_audit_record(
+                org=locked.org_id,
+                kind=AuditKind.WEBHOOK_SECRET_ROTATED,
+                summary=f"signing secret of webhook endpoint {locked} rotated",
+                detail={"endpoint_id": locked.endpoint_id},
+                actor=actor,
+            )
     return locked
 
 
 def webhook_endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
     with transaction.atomic():
         endpoint.delete()
-        _forget_on_commit(endpoint.org_id)
-
-
-def signing_secrets(endpoint: WebhookEndpoint) -> list[str]:
-    """The secrets that sign now: the current one, and the previous one during a rotation."""
-    keys = [endpoint.secret]
-    if (
-        endpoint.previous_secret
-        and endpoint.previous_secret_expires_at is not None
-        and endpoint.previous_secret_expires_at > timezone.now()
-    ):
-        keys.append(endpoint.previous_secret)
-    return keys
+        forget_subscribers_on_commit(endpoint.org_id)
 
 
 def delivery_redeliver(*, delivery: Delivery) -> Delivery:
     """Send a delivery again (same event, same ``webhook-id``), now, whatever its state."""
-    from apps.events import tasks
-
     with transaction.atomic():
         locked = Delivery.objects.select_for_update().get(pk=delivery.pk)
         locked.status = DeliveryStatus.PENDING
         locked.next_attempt_at = timezone.now()
         locked.claimed_until = None
         locked.save(update_fields=["status", "next_attempt_at", "claimed_until"])
-        tasks.enqueue(tasks.deliver_webhook, locked.pk)
+        enqueue(deliver_webhook, locked.pk)
     return locked
 
 
@@ -307,5 +288,5 @@ def email_subscriptions_set(*, org: Org, user: User, event_types: Iterable[str])
                 if value not in existing
             ]
         )
-        _forget_on_commit(org.pk)
+        forget_subscribers_on_commit(org.pk)
     return wanted

@@ -41,7 +41,7 @@ JOBS: list[tuple[str, list[tuple[str, str]]]] = [
     ("Notifications", [("events.webhookendpoint", "Webhook endpoints"),
                        ("events.delivery", "Webhook deliveries"),
                        ("events.emailsubscription", "Email subscriptions"),
-                       ("events.evidenceexportjob", "Evidence exports")]),
+                       ("audit.evidenceexportjob", "Evidence exports")]),
     ("Transparency", [("transparency.checkpoint", "Checkpoints"),
                       ("transparency.witness", "Witnesses"),
                       ("transparency.orglog", "Org logs")]),

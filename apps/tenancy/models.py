@@ -170,6 +170,9 @@ class AuditKind(models.TextChoices):
     APPROVER_KEY_REVOKED = "approver_key.revoked", "Approver key revoked"
     EVIDENCE_EXPORTED = "evidence.exported", "Evidence exported"
     CONSOLE_TOKEN_ISSUED = "console_token.issued", "Dashboard session token issued"
+    WEBHOOK_ENDPOINT_ENABLED = "webhook_endpoint.enabled", "Webhook endpoint enabled"
+    WEBHOOK_ENDPOINT_DISABLED = "webhook_endpoint.disabled", "Webhook endpoint disabled"
+    WEBHOOK_SECRET_ROTATED = "webhook_endpoint.secret_rotated", "Webhook signing secret rotated"
 
 
 class OrgAuditEvent(models.Model):

@@ -128,6 +128,8 @@ class WitnessAdmin(_ReadOnly):
     def deactivate_selected(self, request: HttpRequest, queryset: QuerySet[Witness]) -> None:
         for witness in queryset:
             witness_register(name=witness.name, key=witness.vkey, deactivate=True)
+            # A witness key is the whole service's, not one org's: no org audit trail holds
+            # it, so the console's own log records who deactivated it.
             self.log_change(request, witness, "Deactivated")
         self.message_user(request, "Deactivated.", messages.SUCCESS)
 

@@ -6,4 +6,7 @@ class TransparencyConfig(AppConfig):
     verbose_name = "Transparency log"
 
     def ready(self) -> None:
-        from apps.transparency import checks, signals  # noqa: F401  (registers them)
+        from apps.common import scheduling
+        from apps.transparency import checks, signals, tasks  # noqa: F401  (registers them)
+
+        scheduling.register(*tasks.SCHEDULE)

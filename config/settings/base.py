@@ -377,7 +377,7 @@ LOGGING = {
 # queue is a table of the same database, so work a change enqueues commits or rolls back
 # with the change; workers (`manage.py run_worker`) on any number of machines share it
 # (SELECT ... FOR UPDATE SKIP LOCKED on PostgreSQL).
-# Three queues, each run by its own threads in every worker (apps.events.tasks): webhook
+# Three queues, each run by its own threads in every worker (apps.common.tasks): webhook
 # attempts wait on other parties' servers and must not hold up the periodic work (approval
 # expiry, transparency epochs) or the rest (fan-out, emails, exports).
 TASKS = {
@@ -393,7 +393,7 @@ TASK_WORKER_LEASE_SECONDS = env_int("TASK_WORKER_LEASE_SECONDS", 30, minimum=1)
 TASK_MAX_ATTEMPTS = env_int("TASK_MAX_ATTEMPTS", 3, minimum=1)
 # /metrics counts the tasks running for longer than this (mirror_task_running_over_bound).
 TASK_RUNNING_BOUND_SECONDS = env_int("TASK_RUNNING_BOUND_SECONDS", 900, minimum=1)
-# Seconds between the periodic runs the worker's scheduler enqueues (apps.events.periodic).
+# Seconds between the periodic runs the worker's scheduler enqueues (apps.common.scheduling).
 APPROVAL_SWEEP_SECONDS = env_int("APPROVAL_SWEEP_SECONDS", 60, minimum=1)
 DELIVERY_SWEEP_SECONDS = env_int("DELIVERY_SWEEP_SECONDS", 60, minimum=1)
 # Seconds between folds of newly mirrored receipts into the dashboard's daily rollups

@@ -16,8 +16,8 @@ from apps.api.openapi import profile_document
 from apps.api.openapi_events import EVENT_COMPONENTS
 from apps.api.serializers import NoMembersSerializer
 from apps.api.transparency import CosignatureInputSerializer, ProofSerializer
+from apps.audit.models import EvidenceExportJob, ExportStatus
 from apps.common.errors import InvalidInput
-from apps.events.models import EvidenceExportJob, ExportStatus
 
 HEX = "ab" * 32
 PROOF: dict[str, Any] = {

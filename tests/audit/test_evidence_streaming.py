@@ -20,6 +20,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from apps.approvals.services import approval_open, approver_key_register
+from apps.audit import archive as archive_writer
 from apps.audit import evidence
 from apps.audit.evidence import evidence_export, parse_window
 from apps.receipts.models import MirrorEntry
@@ -105,7 +106,7 @@ def test_the_console_download_is_streamed_by_the_same_service(cast, sessions) ->
 
 
 def test_every_streamed_byte_is_hashed_by_the_manifest(cast, sessions, monkeypatch) -> None:
-    monkeypatch.setattr(evidence, "STREAM_CHUNK", 700)  # many chunks, across member bounds
+    monkeypatch.setattr(archive_writer, "STREAM_CHUNK", 700)  # many chunks, across member bounds
     with evidence_export(org=cast.acme, window=parse_window(None, None)) as archive:
         chunks = list(archive)
     assert len(chunks) > 10
@@ -144,7 +145,7 @@ def test_json_members_are_exactly_what_json_dumps_writes(cast, sessions) -> None
     files = exported(cast)
     for name in JSON_MEMBERS:
         value = json.loads(files[name])
-        assert files[name] == evidence._json_text(value).encode(), name
+        assert files[name] == archive_writer.json_text(value).encode(), name
 
 
 @pytest.mark.parametrize(
@@ -158,12 +159,13 @@ def test_streamed_json_matches_json_dumps_for_any_items(items, tmp_path) -> None
     for as_object in (False, True):
         pairs = [(f"k{index}", item) for index, item in enumerate(items)]
         with (tmp_path / f"{as_object}.json").open("w+b") as file:
-            spool = evidence._Spool(file)
-            evidence._write_json(spool, shape, pairs if as_object else items, as_object=as_object)
+            spool = archive_writer.Spool(file)
+            collection = pairs if as_object else items
+            archive_writer.write_json(spool, shape, collection, as_object=as_object)
             file.seek(0)
             written = file.read()
         expected = shape(dict(pairs) if as_object else items)
-        assert written == evidence._json_text(expected).encode()
+        assert written == archive_writer.json_text(expected).encode()
         assert spool.facts()["sha256"] == hashlib.sha256(written).hexdigest()
 
 
@@ -258,7 +260,7 @@ def mirrored_one(push) -> None:
 def test_the_export_reads_one_read_only_snapshot(cast, push, monkeypatch) -> None:
     """Several passes over the window, one snapshot: the members agree with each other."""
     seen: list[tuple[str, str]] = []
-    write_receipts = evidence._write_receipts
+    write_receipts = evidence.write_receipts
 
     def spy(spool, rows):
         with connection.cursor() as cursor:
@@ -269,7 +271,7 @@ def test_the_export_reads_one_read_only_snapshot(cast, push, monkeypatch) -> Non
             seen.append(cursor.fetchone())
         return write_receipts(spool, rows)
 
-    monkeypatch.setattr(evidence, "_write_receipts", spy)
+    monkeypatch.setattr(evidence, "write_receipts", spy)
     assert push(Agent().receipt()).status_code == HTTPStatus.CREATED
     assert not connection.in_atomic_block
     files = exported(cast)

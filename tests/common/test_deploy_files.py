@@ -242,12 +242,12 @@ def test_the_container_healthcheck_passes_against_a_ready_service(live_server, m
 
 
 def test_the_transparency_log_epochs_run_on_the_worker() -> None:
-    from apps.events import periodic
+    from apps.common.scheduling import schedule
 
     worker = (DEPLOY / "mirror-worker.service").read_text()
     assert "manage.py run_worker" in worker
     assert "EnvironmentFile=/etc/mirror/env" in worker
     assert '"run_worker"' in COMPOSE
     assert COMPOSE.count("TRANSPARENCY_ORIGIN: ${TRANSPARENCY_ORIGIN:?") == 2  # web and worker
-    names = [scheduled.name for scheduled in periodic.SCHEDULE]
+    names = [scheduled.name for scheduled in schedule()]
     assert "publish_transparency_epoch" in names

@@ -297,7 +297,7 @@ def test_any_other_statement_inside_a_pipeline_is_a_programming_error(cast, intr
     """Not a database error (that would be answered 503, on every retry): the block
     raises StatementInPipeline, rolls back what it sent, and the connection stays usable."""
     from apps.common.prepared import StatementInPipeline
-    from apps.events.services import forget_subscribers
+    from apps.events.subscriptions import forget_subscribers
 
     forget_subscribers()  # the event sink asks the database who subscribes
     _probe_table()

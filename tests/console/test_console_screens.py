@@ -481,7 +481,7 @@ def test_signing_in_lands_on_the_org_and_the_sidebar_is_grouped_by_job(
     for path in ("/admin/auth/group/", "/admin/django_tasks_database/dbtaskresult/"):
         assert visit(screen, live_server.url + path) == HTTPStatus.FORBIDDEN
     # An empty list says what the thing is and gives the one thing that creates it.
-    screen.goto(f"{live_server.url}/admin/events/evidenceexportjob/")
+    screen.goto(f"{live_server.url}/admin/audit/evidenceexportjob/")
     empty = screen.inner_text("#empty-state")
     assert "No evidence export jobs yet" in empty
     assert "archives of an org's receipts" in empty

@@ -17,7 +17,7 @@ from django.utils.crypto import get_random_string
 from django_tasks_db.management.commands.db_worker import Worker
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from apps.events.services import forget_subscribers
+from apps.events.subscriptions import forget_subscribers
 
 
 @dataclass

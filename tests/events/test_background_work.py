@@ -18,8 +18,9 @@ from django_tasks_db.models import DBTaskResult
 
 from apps.approvals.models import Approval
 from apps.approvals.services import approval_open, approval_vote, approver_key_register
-from apps.events.models import EvidenceExportJob, PeriodicSlot
-from apps.events.periodic import enqueue_due
+from apps.audit.models import EvidenceExportJob
+from apps.common.models import PeriodicSlot
+from apps.common.scheduling import enqueue_due
 from apps.events.services import email_subscriptions_set
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.approvals.test_approval_flows import SCOPE
@@ -44,7 +45,7 @@ def test_each_periodic_task_is_enqueued_once_per_slot(db, settings) -> None:
     assert again == []
     assert sorted(later) == every_minute
     paths = list(DBTaskResult.objects.values_list("task_path", flat=True))
-    assert paths.count("apps.events.tasks.sweep_approvals") == 2
+    assert paths.count("apps.approvals.tasks.sweep_approvals") == 2
     assert PeriodicSlot.objects.count() == 11
 
 
@@ -64,7 +65,9 @@ def test_the_worker_publishes_the_transparency_logs_epochs(cast, push) -> None:
     work(lambda: Checkpoint.objects.exists())
     checkpoint = Checkpoint.objects.get()
     assert checkpoint.size == 1  # one org grew: one org-head leaf
-    result = DBTaskResult.objects.get(task_path="apps.events.tasks.publish_transparency_epoch")
+    result = DBTaskResult.objects.get(
+        task_path="apps.transparency.tasks.publish_transparency_epoch"
+    )
     assert (result.status, result.return_value) == ("SUCCESSFUL", 1)
 
 
@@ -77,7 +80,7 @@ def test_the_worker_applies_approval_expiry(cast) -> None:
     enqueue_due()
     work(lambda: not Approval.objects.filter(status="pending").exists())
     assert Approval.objects.get().status == "expired"
-    result = DBTaskResult.objects.get(task_path="apps.events.tasks.sweep_approvals")
+    result = DBTaskResult.objects.get(task_path="apps.approvals.tasks.sweep_approvals")
     assert (result.status, result.return_value) == ("SUCCESSFUL", 1)
 
 
@@ -155,7 +158,7 @@ def test_an_evidence_export_is_built_in_the_background(
 
 def test_an_export_of_another_org_is_404(cast, dashboard) -> None:
     from apps.audit.evidence import EvidenceWindow
-    from apps.events.exports import evidence_export_request
+    from apps.audit.exports import evidence_export_request
 
     job = evidence_export_request(org=cast.globex, window=EvidenceWindow(None, None))
     assert dashboard("owner").get(f"/v1/evidence/exports/{job.export_id}").status_code == 404
@@ -172,9 +175,10 @@ def test_readyz_and_metrics_show_the_queue_age(db, api_client, settings) -> None
     assert api_client.get("/readyz").json()["task_queue"] == {
         "ready": 0, "oldest_ready_seconds": None,
     }  # fmt: skip
-    from apps.events import tasks
+    from apps.common.tasks import enqueue
+    from apps.events.tasks import sweep_deliveries
 
-    tasks.enqueue(tasks.sweep_deliveries)
+    enqueue(sweep_deliveries)
     DBTaskResult.objects.update(enqueued_at=timezone.now() - timedelta(seconds=90))
     state = api_client.get("/readyz").json()["task_queue"]
     assert state["ready"] == 1
@@ -191,7 +195,8 @@ def test_readyz_and_metrics_show_the_queue_age(db, api_client, settings) -> None
 def test_a_committed_enqueue_wakes_listening_workers_and_a_rolled_back_one_does_not() -> None:
     from django.db import connections, transaction
 
-    from apps.events import tasks
+    from apps.common import tasks
+    from apps.events.tasks import sweep_deliveries
 
     listener = connections.create_connection("default")
     listener.ensure_connection()
@@ -203,7 +208,7 @@ def test_a_committed_enqueue_wakes_listening_workers_and_a_rolled_back_one_does_
 
     def enqueue_then_fail() -> None:
         with transaction.atomic():
-            tasks.enqueue(tasks.sweep_deliveries)
+            tasks.enqueue(sweep_deliveries)
             raise RuntimeError("rolled back")
 
     try:
@@ -211,9 +216,9 @@ def test_a_committed_enqueue_wakes_listening_workers_and_a_rolled_back_one_does_
             enqueue_then_fail()
         assert woken() == 0
         deferred = timezone.now() + timedelta(hours=1)
-        tasks.enqueue(tasks.sweep_deliveries, run_after=deferred)
+        tasks.enqueue(sweep_deliveries, run_after=deferred)
         assert woken() == 0  # a deferred task wakes nobody: it is not due
-        tasks.enqueue(tasks.sweep_deliveries)
+        tasks.enqueue(sweep_deliveries)
         assert woken() == 1
     finally:
         listener.close()

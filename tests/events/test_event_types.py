@@ -141,7 +141,8 @@ def test_switched_off_events_record_nothing(cast, subscribed) -> None:
     try:
         api_key_issue(org=cast.acme, scopes=DEFAULT_SCOPES, label="ci")
     finally:
-        from apps.events.services import event_record, is_subscribed
+        from apps.events.services import event_record
+        from apps.events.subscriptions import is_subscribed
 
         outbound.register_sink(event_record, is_subscribed)
     assert _types(cast.acme) == []

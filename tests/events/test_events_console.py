@@ -119,3 +119,29 @@ def test_a_member_opts_in_to_email_for_themselves_only(cast) -> None:
         "approval.waiting_for_approvers"
         not in member("owner").get("/admin/events/emailsubscription/").content.decode()
     )
+
+
+def test_console_endpoint_acts_are_recorded_in_the_org_audit_trail(cast) -> None:
+    from apps.tenancy.models import AuditKind, OrgAuditEvent
+
+    endpoint = webhook_endpoint_create(
+        org=cast.acme, url="http://127.0.0.1:9/hook", event_types=["policy.deployed"]
+    )
+    client = member("manager")
+    selected = {"_selected_action": [endpoint.pk]}
+    client.post(LIST, {"action": "rotate_secret", **selected})
+    client.post(LIST, {"action": "disable_selected", **selected})
+    client.post(LIST, {"action": "enable_selected", **selected})
+    client.post(LIST, {"action": "enable_selected", **selected})  # on already: no change
+
+    trail = list(
+        OrgAuditEvent.objects.filter(org=cast.acme, kind__startswith="webhook_endpoint.")
+        .order_by("id")
+        .values_list("kind", "via", "actor", "detail")
+    )
+    detail = {"endpoint_id": endpoint.endpoint_id}
+    assert trail == [
+        (AuditKind.WEBHOOK_SECRET_ROTATED, "console", "acme-manager", detail),
+        (AuditKind.WEBHOOK_ENDPOINT_DISABLED, "console", "acme-manager", detail),
+        (AuditKind.WEBHOOK_ENDPOINT_ENABLED, "console", "acme-manager", detail),
+    ]

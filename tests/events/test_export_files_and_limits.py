@@ -18,9 +18,9 @@ from django.db import connection, connections, transaction
 from django.test import Client
 
 from apps.audit.evidence import EvidenceWindow
+from apps.audit.exports import ExportsBusy, evidence_export_build, evidence_export_request
+from apps.audit.models import EvidenceExportJob, ExportStatus
 from apps.common.errors import DomainError
-from apps.events.exports import ExportsBusy, evidence_export_build, evidence_export_request
-from apps.events.models import EvidenceExportJob, ExportStatus
 from tests.receipts.factories import Agent
 
 ALL_TIME = EvidenceWindow(None, None)
@@ -103,7 +103,7 @@ def test_the_console_shows_the_refusal_and_queues_nothing(cast, settings) -> Non
     client = Client()
     assert client.login(username="acme-auditor", password="pw-auditor")
     page = client.post(
-        "/admin/events/evidenceexportjob/add/",
+        "/admin/audit/evidenceexportjob/add/",
         {"org": cast.acme.pk, "window_from": "", "window_to": ""},
         follow=True,
     )

@@ -371,7 +371,7 @@ def test_two_worker_processes_share_the_queue_and_deliver_each_event_once(cast, 
     ran_by = [
         ids[0]
         for ids in DBTaskResult.objects.filter(
-            task_path="apps.events.tasks.deliver_webhook"
+            task_path="apps.events.delivery.deliver_webhook"
         ).values_list("worker_ids", flat=True)
     ]
     assert len(ran_by) == 40

@@ -25,21 +25,22 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 from django.utils import timezone
+from django_tasks.base import Task
 from django_tasks_db.models import DBTaskResult
 
 from apps.approvals.models import Approval
 from apps.approvals.services import approval_open
-from apps.events import tasks
-from apps.events.models import (
-    Delivery,
-    DeliveryStatus,
-    Event,
-    EvidenceExportJob,
-    PeriodicSlot,
-    TaskWorker,
-)
-from apps.events.periodic import SCHEDULE, enqueue_due
-from apps.events.services import webhook_endpoint_create
+from apps.approvals.tasks import sweep_approvals
+from apps.audit.exports import build_evidence_export
+from apps.audit.models import EvidenceExportJob
+from apps.common import tasks
+from apps.common.models import PeriodicSlot, TaskWorker
+from apps.common.scheduling import enqueue_due, schedule
+from apps.common.workers import prune_task_results
+from apps.events.delivery import deliver_webhook
+from apps.events.models import Delivery, DeliveryStatus, Event
+from apps.events.services import fan_out_event, webhook_endpoint_create
+from apps.events.tasks import sweep_deliveries
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorHead
 from tests.approvals.conftest import suspended_receipt
@@ -123,9 +124,9 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
         started.stop()
 
 
-def _task(path: str, **filters: Any) -> DBTaskResult | None:
-    """The first enqueued task of ``path`` (a retry is a later one)."""
-    tasks_of = DBTaskResult.objects.filter(task_path=f"apps.events.tasks.{path}", **filters)
+def _task(work: Task[Any, Any], **filters: Any) -> DBTaskResult | None:
+    """The first enqueued task of ``work`` (a retry is a later one)."""
+    tasks_of = DBTaskResult.objects.filter(task_path=work.module_path, **filters)
     return tasks_of.order_by("enqueued_at", "id").first()
 
 
@@ -189,15 +190,15 @@ def test_a_slow_webhook_receiver_does_not_hold_up_approval_expiry(
     policy_deploy(org=cast.acme, toml=POLICY)
     assert held_receiver.arrived.wait(60), workers.log("w-slow")
 
-    tasks.enqueue(tasks.sweep_approvals)
+    tasks.enqueue(sweep_approvals)
     expired = eventually(lambda: Approval.objects.filter(status="expired").exists())
-    attempt = _task("deliver_webhook")
+    attempt = _task(deliver_webhook)
     assert attempt is not None
 
     assert expired, workers.log("w-slow")
     assert attempt.status == "RUNNING"  # the webhook attempt was still in flight
     held_receiver.release.set()
-    assert eventually(lambda: _task("deliver_webhook", finished_at__isnull=False))
+    assert eventually(lambda: _task(deliver_webhook, finished_at__isnull=False))
 
 
 def test_a_delivery_claim_is_extended_while_its_worker_is_on_it(
@@ -218,7 +219,7 @@ def test_a_delivery_claim_is_extended_while_its_worker_is_on_it(
     assert extended, workers.log("w-claim")
     assert Delivery.objects.get().status == DeliveryStatus.SENDING
     # So the sweep does not hand it to another worker, and no second attempt can claim it.
-    assert tasks.sweep_deliveries.call() == 0
+    assert sweep_deliveries.call() == 0
     from apps.events.delivery import delivery_attempt
 
     assert delivery_attempt(Delivery.objects.get().pk) == "not due"
@@ -254,7 +255,7 @@ def test_the_fan_out_of_a_killed_worker_runs_again_and_delivers_the_event_once(
     try:
         first = workers.start("w-first", "--no-periodic")
         policy_deploy(org=cast.acme, toml=POLICY)
-        running = eventually(lambda: _task("fan_out_event", status="RUNNING"))
+        running = eventually(lambda: _task(fan_out_event, status="RUNNING"))
         assert running is not None, workers.log("w-first")
         _kill(first)
     finally:
@@ -267,7 +268,7 @@ def test_the_fan_out_of_a_killed_worker_runs_again_and_delivers_the_event_once(
     event = Event.objects.get()
     assert received.webhook_id == event.event_id
     assert received.verified_with == [endpoint.secret]
-    fan_out = _task("fan_out_event")
+    fan_out = _task(fan_out_event)
     assert fan_out is not None
     assert fan_out.status == "SUCCESSFUL"
     assert fan_out.worker_ids == ["w-first", "w-second"]
@@ -296,7 +297,7 @@ def test_a_webhook_attempt_of_a_killed_worker_is_sent_again_with_the_same_webhoo
     assert held_receiver.arrivals[1][1] < first_claim_until
     delivery = Delivery.objects.get()
     assert delivery.attempts == 1  # the killed attempt recorded nothing
-    attempt = _task("deliver_webhook")
+    attempt = _task(deliver_webhook)
     assert attempt is not None
     assert attempt.worker_ids == ["w-sender", "w-resender"]
 
@@ -330,7 +331,7 @@ def test_an_export_whose_worker_was_killed_is_built_again(
     download = client.get(state["download_url"])
     assert download.status_code == HTTPStatus.OK
     assert len(b"".join(download.streaming_content)) == state["size"]
-    build = _task("build_evidence_export")
+    build = _task(build_evidence_export)
     assert build is not None
     assert build.worker_ids == ["w-export", "w-export-2"]
 
@@ -408,8 +409,8 @@ def test_the_worker_waits_out_a_database_outage_and_carries_on(workers) -> None:
         assert process.poll() is None, workers.log("w-outage")
 
         proxy.up.set()
-        tasks.enqueue(tasks.sweep_deliveries)
-        done = eventually(lambda: _task("sweep_deliveries", status="SUCCESSFUL"))
+        tasks.enqueue(sweep_deliveries)
+        done = eventually(lambda: _task(sweep_deliveries, status="SUCCESSFUL"))
         assert done is not None, workers.log("w-outage")
         assert done.worker_ids == ["w-outage"]
 
@@ -419,8 +420,8 @@ def test_the_worker_waits_out_a_database_outage_and_carries_on(workers) -> None:
         assert eventually(lambda: proxy.refusals() >= refused + 2 or process.poll() is not None)
         assert process.poll() is None, workers.log("w-outage")
         proxy.up.set()
-        tasks.enqueue(tasks.prune_task_results)
-        again = eventually(lambda: _task("prune_task_results", status="SUCCESSFUL"))
+        tasks.enqueue(prune_task_results)
+        again = eventually(lambda: _task(prune_task_results, status="SUCCESSFUL"))
         assert again is not None, workers.log("w-outage")
         assert again.worker_ids == ["w-outage"]
         # An outage is not a bug: one line per retry, no traceback.
@@ -458,7 +459,7 @@ def test_schedulers_racing_for_a_slot_enqueue_it_once_without_a_database_error()
         thread.join()
 
     assert errors == []
-    scheduled = sorted(periodic.name for periodic in SCHEDULE if periodic.every() > 0)
+    scheduled = sorted(periodic.name for periodic in schedule() if periodic.every() > 0)
     assert sorted(name for names in won for name in names) == scheduled  # each once, in all
     assert PeriodicSlot.objects.count() == len(scheduled)
     assert DBTaskResult.objects.count() == len(scheduled)
@@ -476,13 +477,13 @@ def _left_running(task_id_of: Any, *, worker_ids: list[str], age: timedelta) -> 
 
 def test_an_export_whose_workers_kept_dying_is_failed_with_the_reason(cast, dashboard) -> None:
     from apps.audit.evidence import EvidenceWindow
-    from apps.events.exports import evidence_export_request
-    from apps.events.workers import tasks_reclaim
+    from apps.audit.exports import evidence_export_request
+    from apps.common.workers import tasks_reclaim
 
     job = evidence_export_request(org=cast.acme, window=EvidenceWindow(None, None))
     EvidenceExportJob.objects.filter(pk=job.pk).update(status="running")
     build = _left_running(
-        _task("build_evidence_export"), worker_ids=["w1", "w2", "w3"], age=timedelta(hours=1)
+        _task(build_evidence_export), worker_ids=["w1", "w2", "w3"], age=timedelta(hours=1)
     )
 
     result = tasks_reclaim()
@@ -490,7 +491,7 @@ def test_an_export_whose_workers_kept_dying_is_failed_with_the_reason(cast, dash
     assert result.failed == [str(build.id)]
     build.refresh_from_db()
     assert build.status == "FAILED"
-    assert build.exception_class_path == "apps.events.workers.WorkerLost"
+    assert build.exception_class_path == "apps.common.workers.WorkerLost"
     client = dashboard("auditor")
     state = client.get(f"/v1/evidence/exports/{job.export_id}").json()
     assert state["status"] == "failed"
@@ -501,10 +502,10 @@ def test_an_export_whose_workers_kept_dying_is_failed_with_the_reason(cast, dash
 
 
 def test_only_tasks_no_live_worker_is_running_are_reclaimed(cast) -> None:
-    from apps.events.workers import tasks_reclaim
+    from apps.common.workers import tasks_reclaim
 
     for _ in range(3):
-        tasks.enqueue(tasks.sweep_deliveries)
+        tasks.enqueue(sweep_deliveries)
     long, dropped, fresh = DBTaskResult.objects.order_by("enqueued_at", "id")
     _left_running(long, worker_ids=["alive"], age=timedelta(hours=1))
     # Its worker is alive but no longer running it (it lost the row's update).
@@ -525,8 +526,8 @@ def test_only_tasks_no_live_worker_is_running_are_reclaimed(cast) -> None:
 def test_metrics_count_the_tasks_running_past_their_bound(db, api_client, settings) -> None:
     settings.METRICS_ENABLED = True
     settings.TASK_RUNNING_BOUND_SECONDS = 600
-    tasks.enqueue(tasks.sweep_deliveries)
-    tasks.enqueue(tasks.sweep_deliveries)
+    tasks.enqueue(sweep_deliveries)
+    tasks.enqueue(sweep_deliveries)
     stuck, busy = DBTaskResult.objects.order_by("enqueued_at", "id")
     _left_running(stuck, worker_ids=["w"], age=timedelta(hours=1))
     _left_running(busy, worker_ids=["w"], age=timedelta(seconds=5))
@@ -558,7 +559,7 @@ def test_the_worker_refuses_a_bad_queue_list(spec, message) -> None:
 def test_every_deployment_serves_every_queue() -> None:
     import re
 
-    from apps.events.management.commands.run_worker import DEFAULT_QUEUES, queue_spec
+    from apps.common.management.commands.run_worker import DEFAULT_QUEUES, queue_spec
 
     deploy = ROOT / "deploy"
     commands = {

@@ -13,7 +13,8 @@ from rest_framework.test import APIClient
 
 from apps.events.models import Event as EventRow
 from apps.events.models import EventType
-from apps.events.services import forget_subscribers, webhook_endpoint_create
+from apps.events.services import webhook_endpoint_create
+from apps.events.subscriptions import forget_subscribers
 from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import mirror_chain_check
 from apps.tenancy.services import org_set_limits

@@ -29,21 +29,21 @@ from apps.api.serializers import (
     StrictCharField,
 )
 from apps.audit.evidence import parse_window
-from apps.common.errors import InvalidInput, NotFound
-from apps.events.destinations import url_shown
-from apps.events.exports import (
+from apps.audit.exports import (
     evidence_export_job,
     evidence_export_request,
     export_file_response,
 )
+from apps.audit.models import EvidenceExportJob, ExportStatus
+from apps.common.errors import InvalidInput, NotFound
+from apps.events.delivery import signing_secrets
+from apps.events.destinations import url_shown
 from apps.events.models import (
     EMAIL_EVENT_TYPES,
     Delivery,
     DeliveryStatus,
     EndpointFormat,
     EventType,
-    EvidenceExportJob,
-    ExportStatus,
     WebhookEndpoint,
 )
 from apps.events.selectors import (
@@ -55,7 +55,6 @@ from apps.events.selectors import (
 from apps.events.services import (
     delivery_redeliver,
     email_subscriptions_set,
-    signing_secrets,
     webhook_endpoint_create,
     webhook_endpoint_delete,
     webhook_endpoint_get,

@@ -82,7 +82,7 @@ EMPTY_STATES = {
     "events.emailsubscription": EmptyState(
         "The events you are emailed about, in each of your orgs."
     ),
-    "events.evidenceexportjob": EmptyState(
+    "audit.evidenceexportjob": EmptyState(
         "Evidence exports are archives of an org's receipts, chain and policies for an "
         "auditor, built in the background.",
         "manage.py export_evidence <org> --output evidence.tar",

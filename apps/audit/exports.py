@@ -1,5 +1,5 @@
 """Evidence exports in the background: the request records a job and answers 202 with its
-link; a worker builds the tar (apps.audit.evidence, constant memory) and streams it into
+link; a worker builds the tar (:mod:`apps.audit.evidence`, constant memory) and streams it into
 the default storage; the link answers the job's state, and the file once it is ready.
 
 An org has at most ``EVIDENCE_EXPORTS_PER_ORG`` exports queued or running (each one reads
@@ -24,11 +24,14 @@ from django.core.files.storage import FileSystemStorage, default_storage
 from django.db import transaction
 from django.http import FileResponse
 from django.utils import timezone
+from django_tasks import task
+from django_tasks_db.models import DBTaskResult
 
 from apps.audit.evidence import EvidenceWindow, evidence_export
+from apps.audit.models import EvidenceExportJob, ExportStatus
 from apps.common.errors import DomainError, NotFound
-from apps.events import tasks
-from apps.events.models import EvidenceExportJob, ExportStatus
+from apps.common.tasks import enqueue
+from apps.common.workers import READY, RUNNING, Reclaimed
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Org
 
@@ -73,7 +76,7 @@ def evidence_export_request(
             window_from=window.start,
             window_to=window.end,
         )
-        tasks.enqueue(tasks.build_evidence_export, job.pk)
+        enqueue(build_evidence_export, job.pk)
     return job
 
 
@@ -122,6 +125,44 @@ def evidence_export_build(*, job_pk: int) -> str:
         finished_at=timezone.now(),
     )  # fmt: skip
     return name
+
+
+@task()
+def build_evidence_export(job_pk: int) -> str:
+    return evidence_export_build(job_pk=job_pk)
+
+
+# Where the build task was enqueued from before it moved here: rows an older process
+# enqueued during an upgrade still name it (apps.events.tasks keeps an alias for one
+# release), and the reclaim must see them as this job's task.
+_BUILD_PATHS = (build_evidence_export.module_path, "apps.events.tasks.build_evidence_export")
+
+
+def evidence_exports_settle(reclaimed: Reclaimed) -> None:
+    """The worker reclaim's hook (apps.common.workers): an unfinished export is built only
+    by its task; back to pending when its task was queued again (rebuilt from the start),
+    failed with the reason when its task will not run again (a worker died before the
+    build marked the job running, too)."""
+    unfinished = (ExportStatus.PENDING, ExportStatus.RUNNING)
+    for job_pk, status in EvidenceExportJob.objects.filter(status__in=unfinished).values_list(
+        "pk", "status"
+    ):
+        states = set(
+            DBTaskResult.objects.filter(
+                task_path__in=_BUILD_PATHS, args_kwargs__args=[job_pk]
+            ).values_list("status", flat=True)
+        )
+        if RUNNING in states or (READY in states and status == ExportStatus.PENDING):
+            continue
+        job = EvidenceExportJob.objects.filter(pk=job_pk, status=status)
+        if READY in states:
+            job.update(status=ExportStatus.PENDING)
+            continue
+        job.update(
+            status=ExportStatus.FAILED,
+            error="interrupted: the worker building it stopped; request a new export",
+            finished_at=timezone.now(),
+        )
 
 
 def _store(name: str, spool: IO[bytes]) -> str:

@@ -1,12 +1,15 @@
 """Periodic work on the task engine, which has no clock of its own.
 
-Each worker (``manage.py run_worker``) runs :func:`enqueue_due` every few seconds beside
-its task loop. A periodic task's runs are numbered by time slot (``now // every``); the
-slot's row is inserted in the same transaction as the task, and the unique constraint lets
-exactly one of any number of workers enqueue a slot. The insert is ``ON CONFLICT DO
-NOTHING``: a scheduler that finds the slot taken learns it from the empty ``RETURNING``,
-not from a unique violation, so losing the race (every tick, for every worker but one)
-writes no error into the database server's log and aborts no transaction.
+Each app declares its periodic tasks (a ``SCHEDULE`` of :class:`Periodic` beside its
+tasks) and registers them from its ``AppConfig.ready`` with :func:`register`; this floor
+imports no app. Each worker (``manage.py run_worker``) runs :func:`enqueue_due` every few
+seconds beside its task loop. A periodic task's runs are numbered by time slot
+(``now // every``); the slot's row is inserted in the same transaction as the task, and
+the unique constraint lets exactly one of any number of workers enqueue a slot. The insert
+is ``ON CONFLICT DO NOTHING``: a scheduler that finds the slot taken learns it from the
+empty ``RETURNING``, not from a unique violation, so losing the race (every tick, for
+every worker but one) writes no error into the database server's log and aborts no
+transaction.
 """
 
 from __future__ import annotations
@@ -16,13 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django_tasks.base import Task
 
-from apps.events import tasks
-from apps.events.models import PeriodicSlot
+from apps.common.models import PeriodicSlot
+from apps.common.tasks import enqueue
 
 
 @dataclass(frozen=True)
@@ -32,22 +34,26 @@ class Periodic:
     every: Callable[[], int]  # seconds, read from settings at each tick
 
 
-SCHEDULE = (
-    Periodic("sweep_approvals", tasks.sweep_approvals, lambda: settings.APPROVAL_SWEEP_SECONDS),
-    # The transparency log's epochs (transparency.md §3.3); 0 turns them off.
-    Periodic(
-        "publish_transparency_epoch",
-        tasks.publish_transparency_epoch,
-        lambda: settings.TRANSPARENCY_EPOCH_SECONDS,
-    ),
-    Periodic("sweep_deliveries", tasks.sweep_deliveries, lambda: settings.DELIVERY_SWEEP_SECONDS),
-    Periodic(
-        "fold_receipt_rollups", tasks.fold_receipt_rollups, lambda: settings.ROLLUP_FOLD_SECONDS
-    ),
-    Periodic("prune_task_results", tasks.prune_task_results, lambda: 86_400),
-    # Tasks of workers that died (apps.events.workers): looked for once per lease.
-    Periodic("reclaim_tasks", tasks.reclaim_tasks, lambda: settings.TASK_WORKER_LEASE_SECONDS),
-)
+# name -> its declaration, in the order the apps registered them (INSTALLED_APPS order).
+_registry: dict[str, Periodic] = {}
+
+
+def register(*periodic: Periodic) -> None:
+    """Add an app's periodic tasks to the schedule (again: the same declaration is kept
+    once; another task under a taken name is a mistake, refused)."""
+    for each in periodic:
+        known = _registry.get(each.name)
+        if known is not None and known.work.module_path != each.work.module_path:
+            raise ValueError(
+                f"periodic task {each.name!r} is already {known.work.module_path}, "
+                f"not {each.work.module_path}"
+            )
+        _registry[each.name] = each
+
+
+def schedule() -> tuple[Periodic, ...]:
+    """Every registered periodic task."""
+    return tuple(_registry.values())
 
 
 def periodic_slot_claim(*, name: str, slot: int) -> bool:
@@ -67,7 +73,7 @@ def enqueue_due(now: float | None = None) -> list[str]:
     """Enqueue every periodic task whose current slot is not enqueued yet; their names."""
     now = time.time() if now is None else now
     enqueued = []
-    for periodic in SCHEDULE:
+    for periodic in schedule():
         every = periodic.every()
         if every <= 0:
             continue  # turned off
@@ -76,7 +82,7 @@ def enqueue_due(now: float | None = None) -> list[str]:
         with transaction.atomic():
             if not periodic_slot_claim(name=periodic.name, slot=slot):
                 continue  # another worker has it
-            tasks.enqueue(periodic.work)
+            enqueue(periodic.work)
         enqueued.append(periodic.name)
     return enqueued
 

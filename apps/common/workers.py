@@ -10,8 +10,15 @@ running that no live lease vouches for. Work is therefore done at least once: a 
 body must tolerate a second run (the fan-out finds the deliveries it made, a delivery's
 claim lets one attempt through and keeps its ``webhook-id``, an export is rebuilt).
 
-The heartbeat also extends the claims of the webhook deliveries its process is sending,
-so a slow receiver never makes a claim run out under a worker that is still on it.
+The apps whose tasks hold state of their own hook in here (from their ``AppConfig.ready``;
+this floor imports no app): :func:`on_beat` runs at every heartbeat with the tasks the
+process is running (``events`` extends the claims of the webhook deliveries it is sending,
+so a slow receiver never makes a claim run out under a worker that is still on it), and
+:func:`on_reclaim` inside the reclaim's transaction (``events`` gives up the claims of the
+deliveries whose attempt died, ``audit`` settles the evidence exports being built).
+
+The ground floor's own periodic tasks live here too: the reclaim, and the pruning of
+finished task rows.
 """
 
 from __future__ import annotations
@@ -19,23 +26,21 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Greatest, Now
+from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.crypto import get_random_string
+from django_tasks import task
 from django_tasks_db.models import DBTaskResult
 
-from apps.events.models import (
-    Delivery,
-    DeliveryStatus,
-    EvidenceExportJob,
-    ExportStatus,
-    TaskWorker,
-)
+from apps.common.models import TaskWorker
+from apps.common.scheduling import Periodic
+from apps.common.tasks import PERIODIC_QUEUE
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +66,26 @@ class InFlight:
 class Reclaimed:
     requeued: list[str]  # task ids put back on the queue
     failed: list[str]  # task ids failed after TASK_MAX_ATTEMPTS runs
-    exports_requeued: int
-    exports_failed: int
+    vouched: dict[str, set[str]]  # live worker id -> the task ids it said it was running
+    now: datetime
+
+
+# What apps run at each heartbeat (the tasks this process runs, the beat's time) and after
+# each reclaim (in its transaction); see the module doc.
+BeatHook = Callable[[list[InFlight], datetime], None]
+ReclaimHook = Callable[[Reclaimed], None]
+_beat_hooks: list[BeatHook] = []
+_reclaim_hooks: list[ReclaimHook] = []
+
+
+def on_beat(hook: BeatHook) -> None:
+    if hook not in _beat_hooks:
+        _beat_hooks.append(hook)
+
+
+def on_reclaim(hook: ReclaimHook) -> None:
+    if hook not in _reclaim_hooks:
+        _reclaim_hooks.append(hook)
 
 
 def lease() -> timedelta:
@@ -71,18 +94,14 @@ def lease() -> timedelta:
 
 def default_worker_id() -> str:
     """Readable in the queue's rows and unique enough: host, process id, a random tail."""
-    from django.utils.crypto import get_random_string
-
     return f"{socket.gethostname()[:40]}.{os.getpid()}.{get_random_string(6)}"
 
 
 def task_worker_beat(
     *, worker_id: str, queues: list[str], running: list[InFlight], now: datetime | None = None
 ) -> TaskWorker:
-    """Renew this worker's lease (made on the first beat) and extend the claims of the
-    deliveries it is sending."""
-    from apps.events.tasks import deliver_webhook
-
+    """Renew this worker's lease (made on the first beat); the apps' beat hooks run in
+    the same transaction."""
     now = now or timezone.now()
     with transaction.atomic():
         worker, _ = TaskWorker.objects.update_or_create(
@@ -97,17 +116,8 @@ def task_worker_beat(
                 "pid": os.getpid(),
             },
         )
-        sending = [
-            item.args[0]
-            for item in running
-            if item.task_path == deliver_webhook.module_path and item.args
-        ]
-        if sending:
-            # Never shortens a claim; a delivery that is no longer "sending" (the attempt
-            # was recorded meanwhile) is left alone.
-            Delivery.objects.filter(pk__in=sending, status=DeliveryStatus.SENDING).update(
-                claimed_until=Greatest(F("claimed_until"), now + lease())
-            )
+        for hook in _beat_hooks:
+            hook(running, now)
     return worker
 
 
@@ -129,8 +139,8 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
     """Put back on the queue every task marked running for longer than a lease that no
     live worker is running (its worker died or lost the database for a whole lease), or
     fail it once it has been tried TASK_MAX_ATTEMPTS times (a task that kills its worker
-    must not kill every worker in turn); then settle the evidence exports those tasks
-    were building."""
+    must not kill every worker in turn); then the apps' reclaim hooks settle what those
+    tasks held, in the same transaction."""
     now = now or timezone.now()
     requeued: list[str] = []
     failed: list[str] = []
@@ -151,7 +161,6 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
                 requeued.append(str(result.id))
         if requeued:
             DBTaskResult.objects.filter(pk__in=requeued).update(status=READY)
-            _release_deliveries(requeued, vouched, now)
         if failed:
             DBTaskResult.objects.filter(pk__in=failed).update(
                 status=FAILED,
@@ -163,64 +172,39 @@ def tasks_reclaim(*, now: datetime | None = None) -> Reclaimed:
                     f"{settings.TASK_MAX_ATTEMPTS} times; not run again\n"
                 ),
             )
-        exports_requeued, exports_failed = _settle_exports()
+        reclaimed = Reclaimed(requeued, failed, vouched, now)
+        for hook in _reclaim_hooks:
+            hook(reclaimed)
         # Leases of workers gone for a day (killed ones never give theirs up).
         TaskWorker.objects.filter(seen_at__lt=Now() - timedelta(days=1)).delete()
     for task_id in requeued:
         logger.warning("task %s: its worker stopped while running it; queued again", task_id)
     for task_id in failed:
         logger.error("task %s: its worker stopped while running it too often; failed", task_id)
-    return Reclaimed(requeued, failed, exports_requeued, exports_failed)
+    return reclaimed
 
 
-def _release_deliveries(requeued: list[str], vouched: dict[str, set[str]], now: datetime) -> None:
-    """A webhook attempt whose worker died holds its delivery's claim until the claim runs
-    out (a few timeouts); its task, queued again, could then only answer "not due" and the
-    delivery would wait for the sweep. The claim is given up at once, unless a live worker
-    is running another task for the same delivery (which then holds the claim)."""
-    from apps.events.tasks import deliver_webhook
-
-    path = deliver_webhook.module_path
-    live = set().union(*vouched.values()) if vouched else set()
-    for args_kwargs in DBTaskResult.objects.filter(pk__in=requeued, task_path=path).values_list(
-        "args_kwargs", flat=True
-    ):
-        args = args_kwargs.get("args") or []
-        if not args:
-            continue
-        running_for_it = DBTaskResult.objects.filter(
-            status=RUNNING, task_path=path, args_kwargs__args=args
-        ).values_list("id", flat=True)
-        if any(str(task_id) in live for task_id in running_for_it):
-            continue
-        Delivery.objects.filter(pk=args[0], status=DeliveryStatus.SENDING).update(claimed_until=now)
+@task(queue_name=PERIODIC_QUEUE)
+def prune_task_results() -> int:
+    """Delete finished task rows older than TASK_RESULT_RETENTION_DAYS."""
+    days = settings.TASK_RESULT_RETENTION_DAYS
+    if not days:
+        return 0
+    cutoff = timezone.now() - timedelta(days=days)
+    deleted, _ = DBTaskResult.objects.finished().filter(finished_at__lt=cutoff).delete()
+    return deleted
 
 
-def _settle_exports() -> tuple[int, int]:
-    """An unfinished export is built only by its task: back to pending when its task was
-    queued again (rebuilt from the start), failed with the reason when its task will not
-    run again (a worker died before the build marked the job running, too)."""
-    from apps.events.tasks import build_evidence_export
+@task(queue_name=PERIODIC_QUEUE)
+def reclaim_tasks() -> int:
+    """Put the tasks of workers that died back on the queue; how many were requeued or
+    failed."""
+    result = tasks_reclaim()
+    return len(result.requeued) + len(result.failed)
 
-    unfinished = (ExportStatus.PENDING, ExportStatus.RUNNING)
-    again = failed = 0
-    for job_pk, status in EvidenceExportJob.objects.filter(status__in=unfinished).values_list(
-        "pk", "status"
-    ):
-        states = set(
-            DBTaskResult.objects.filter(
-                task_path=build_evidence_export.module_path, args_kwargs__args=[job_pk]
-            ).values_list("status", flat=True)
-        )
-        if RUNNING in states or (READY in states and status == ExportStatus.PENDING):
-            continue
-        job = EvidenceExportJob.objects.filter(pk=job_pk, status=status)
-        if READY in states:
-            again += job.update(status=ExportStatus.PENDING)
-            continue
-        failed += job.update(
-            status=ExportStatus.FAILED,
-            error="interrupted: the worker building it stopped; request a new export",
-            finished_at=timezone.now(),
-        )
-    return again, failed
+
+SCHEDULE = (
+    Periodic("prune_task_results", prune_task_results, lambda: 86_400),
+    # Tasks of workers that died: looked for once per lease.
+    Periodic("reclaim_tasks", reclaim_tasks, lambda: settings.TASK_WORKER_LEASE_SECONDS),
+)

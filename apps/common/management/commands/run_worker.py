@@ -1,6 +1,6 @@
 """``manage.py run_worker``: the task worker (django-tasks' database worker, run by threads
 of its own for each queue) that also keeps its lease and enqueues the periodic tasks when
-they are due (apps.events.periodic).
+they are due (apps.common.scheduling).
 
 - Queues: ``--queues default,periodic,deliveries:4`` (the default) serves each named queue
   with that many threads (1 when no count is given), each with its own database
@@ -8,10 +8,10 @@ they are due (apps.events.periodic).
   expiry, transparency epochs, emails or exports. One process per queue works as well
   (``--queues deliveries:8`` here, ``--queues default,periodic`` there).
 - Wake-ups: between runs of the ready tasks each thread waits for the wake-up an enqueue
-  sends at commit (PostgreSQL ``LISTEN`` on apps.events.tasks.WAKE_CHANNEL, one
+  sends at commit (PostgreSQL ``LISTEN`` on apps.common.tasks.WAKE_CHANNEL, one
   connection per process), or at most ``--interval`` seconds (a deferred retry or a
   reclaimed task becomes due without a wake-up; SQLite has no LISTEN).
-- Lease: a housekeeping thread renews this worker's lease (apps.events.workers) every
+- Lease: a housekeeping thread renews this worker's lease (apps.common.workers) every
   third of TASK_WORKER_LEASE_SECONDS with the tasks it is running, and enqueues the
   periodic ones every ``--tick`` seconds; the tasks of a worker that stops renewing are
   handed to another (at least once).
@@ -43,9 +43,9 @@ from django.db import close_old_connections, connection, connections
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 
-from apps.events.periodic import enqueue_due, forget_old_slots
-from apps.events.tasks import QUEUES, WAKE_CHANNEL
-from apps.events.workers import InFlight, default_worker_id, task_worker_beat, task_worker_forget
+from apps.common.scheduling import enqueue_due, forget_old_slots
+from apps.common.tasks import QUEUES, WAKE_CHANNEL
+from apps.common.workers import InFlight, default_worker_id, task_worker_beat, task_worker_forget
 
 logger = logging.getLogger(__name__)
 
