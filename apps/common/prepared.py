@@ -11,7 +11,8 @@ pipeline commits). A lock-read-write transaction then costs two round trips to t
 database instead of five (BEGIN, lock, read, write, COMMIT each waiting for the answer)
 and three statements, and the lock is held for one round trip plus the Python between
 them. :func:`fetchone_checked` runs one statement the same way, and spares a request
-Django's health-check round trip: the request's first statement is the check (see there).
+Django's health-check round trip: the request's first statement is the check (the backend's
+``run_as_health_check``, ``apps.common.postgresql``).
 
 Both work on Django's own connection: the same session (org context), database errors
 translated to Django's (a lost database is still answered 503). They speak libpq through
@@ -26,10 +27,12 @@ service's org context (session state, see ``apps.tenancy.org_context``).
 ``DB_APPEND_PIPELINE`` chooses how: ``libpq`` (the default) as above, or ``psycopg``:
 psycopg's public API only (its ``Connection.pipeline()``, its cursors, which then prepare
 the statements themselves), the fallback should a psycopg release change what ``libpq``
-relies on (``pgconn``, ``Transformer``). Both modes keep every promise here (one round
-trip a read, the commit at the end, the refusal of any other statement); ``psycopg``
-costs more CPU a push and loses its prepared statements at each rollback. Nothing outside
-this module knows which mode runs.
+relies on (``pgconn``, ``Transformer``). Both modes keep the promises here (one round
+trip a read, the commit at the end, the refusal of any other statement) but one: a server
+that stops answering is given up on after ``DB_PIPELINE_WAIT_MS`` by the libpq mode only
+(psycopg's waits, like those of all of Django's statements, have no bound of their own).
+``psycopg`` costs more CPU a push and loses its prepared statements at each rollback.
+Nothing outside this module knows which mode runs.
 """
 
 from __future__ import annotations
