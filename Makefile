@@ -51,7 +51,7 @@ checks: $(VENV)/.installed
 
 # The append's tests once more with psycopg's public pipeline (DB_APPEND_PIPELINE=psycopg),
 # the fallback of the default libpq one: the transaction, quota thresholds, reconnection,
-# outage and batches.
+# outage and batches (93 tests, about 45 s).
 PIPELINE_TESTS := tests/receipts/test_append_transaction.py tests/receipts/test_quota_thresholds.py \
 	tests/tenancy/test_org_context_reconnect.py tests/common/test_outage_logging.py \
 	tests/common/test_prepared.py tests/receipts/test_teampath_batch_api.py \
