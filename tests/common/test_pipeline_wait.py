@@ -48,7 +48,9 @@ class Relay:
 
     def pause(self) -> None:
         self._answering.clear()
-        threading.Timer(HELD_SECONDS, self._answering.set).start()
+        timer = threading.Timer(HELD_SECONDS, self._answering.set)
+        timer.daemon = True  # never holds the test run's exit
+        timer.start()
 
     def resume(self) -> None:
         self._answering.set()
