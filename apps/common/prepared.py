@@ -11,7 +11,8 @@ pipeline commits). A lock-read-write transaction then costs two round trips to t
 database instead of five (BEGIN, lock, read, write, COMMIT each waiting for the answer)
 and three statements, and the lock is held for one round trip plus the Python between
 them. :func:`fetchone_checked` runs one statement the same way, and spares a request
-Django's health-check round trip: the request's first statement is the check (see there).
+Django's health-check round trip: the request's first statement is the check (the backend's
+``run_as_health_check``, ``apps.common.postgresql``).
 
 Both work on Django's own connection: the same session (org context), database errors
 translated to Django's (a lost database is still answered 503). They speak libpq through
@@ -22,21 +23,33 @@ never to prepare on these connections (Django's cursors bind client-side and nev
 after a rollback psycopg deallocates *every* prepared statement once it has prepared one
 of its own. A transaction-mode pooler could not carry prepared statements, nor this
 service's org context (session state, see ``apps.tenancy.org_context``).
+
+``DB_APPEND_PIPELINE`` chooses how: ``libpq`` (the default) as above, or ``psycopg``:
+psycopg's public API only (its ``Connection.pipeline()``, its cursors, which then prepare
+the statements themselves), the fallback should a psycopg release change what ``libpq``
+relies on (``pgconn``, ``Transformer``). Both modes keep the promises here (one round
+trip a read, the commit at the end, the refusal of any other statement) but one: a server
+that stops answering is given up on after ``DB_PIPELINE_WAIT_MS`` by the libpq mode only
+(psycopg's waits, like those of all of Django's statements, have no bound of their own).
+``psycopg`` costs more CPU a push and loses its prepared statements at each rollback.
+Nothing outside this module knows which mode runs.
 """
 
 from __future__ import annotations
 
 import re
 import select
+import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 from weakref import WeakKeyDictionary
 
 import psycopg
+from django.conf import settings
 from django.db import connection
 from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
@@ -44,7 +57,23 @@ from psycopg.errors import error_from_result
 from psycopg.pq import ExecStatus
 from psycopg.pq.abc import PGresult
 
-PreparedCursor = psycopg.Cursor[tuple[Any, ...]]
+PreparedCursor = psycopg.Cursor[Any]
+Row = TypeVar("Row")
+# What builds a row from its values: ``tuple``, or a named tuple's ``_make``.
+MakeRow = Callable[[Sequence[Any]], Row]
+
+LIBPQ = "libpq"
+PSYCOPG = "psycopg"
+# psycopg's preparation threshold in the psycopg mode: it prepares only when asked to
+# (``execute(..., prepare=True)``), never on its own count of a statement's runs.
+_ONLY_WHEN_ASKED = sys.maxsize
+# The mode each open connection was last used in (see :func:`_raw_connection`).
+_mode_by_connection: WeakKeyDictionary[Any, str] = WeakKeyDictionary()
+
+
+def _mode() -> str:
+    mode: str = settings.DB_APPEND_PIPELINE
+    return mode
 
 
 class StatementInPipeline(RuntimeError):
@@ -71,52 +100,59 @@ def _raw_connection() -> psycopg.Connection[Any]:
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     raw: psycopg.Connection[Any] = connection.connection
-    # psycopg itself never prepares on this connection: every prepared statement is this
-    # module's. psycopg answers a rollback of its own with DEALLOCATE ALL whenever it has
-    # prepared anything, which would drop this module's statements behind its back.
-    raw.prepare_threshold = None
+    mode = _mode()
+    if _mode_by_connection.get(raw) != mode:
+        _switch_mode(raw, mode)
     return raw
 
 
-def fetchone_checked(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
-    """The first row of a prepared statement that may stand in for Django's health check.
-
-    With ``CONN_HEALTH_CHECKS`` Django sends ``SELECT 1`` before a request's first
-    statement on a persistent connection, a round trip of its own. Here, when that check
-    is still due, the statement itself checks the connection: if it fails on a connection
-    found broken (the server restarted, the connection was cut), Django's connection is
-    closed and the statement runs once more on a new one; if it succeeds, the check is
-    done for the rest of the request. Only for statements that may run twice: reads, and
-    session settings that the retry sets again.
-    """
-    django: Any = connection  # its health-check attributes are not in django-stubs
-    raw = connection.connection
-    if raw is not None and django.health_check_enabled and not django.health_check_done:
-        try:
-            return _fetchone(_raw_connection(), sql, params)
-        except psycopg.Error:
-            if not (raw.closed or raw.broken):
-                with connection.wrap_database_errors:
-                    raise
-            connection.close()  # dead: the statement is retried on a new connection
-        finally:
-            if connection.connection is raw:
-                django.health_check_done = True
-    with connection.wrap_database_errors:
-        return _fetchone(_raw_connection(), sql, params)
+def _switch_mode(raw: psycopg.Connection[Any], mode: str) -> None:
+    """Who prepares on ``raw``. In the libpq mode psycopg itself never prepares: every
+    prepared statement is this module's. psycopg answers a rollback of its own with
+    DEALLOCATE ALL whenever it has prepared anything, which would drop this module's
+    statements behind its back. In the psycopg mode psycopg prepares, when asked. A
+    process keeps one mode; a connection that served the other one (the tests switch
+    the setting) first drops every prepared statement, through psycopg so that it
+    forgets its own too."""
+    if raw in _mode_by_connection:
+        with connection.wrap_database_errors:
+            raw.execute("DEALLOCATE ALL")
+        _prepared_by_connection.pop(raw, None)
+    raw.prepare_threshold = None if mode == LIBPQ else _ONLY_WHEN_ASKED
+    _mode_by_connection[raw] = mode
 
 
-def _fetchone(raw: psycopg.Connection[Any], sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+@overload
+def fetchone_checked(sql: str, params: list[Any]) -> tuple[Any, ...] | None: ...
+@overload
+def fetchone_checked(sql: str, params: list[Any], make_row: MakeRow[Row]) -> Row | None: ...
+def fetchone_checked(sql: str, params: list[Any], make_row: MakeRow[Any] = tuple) -> Any:
+    """The first row of a prepared statement that may stand in for Django's health check
+    (``apps.common.postgresql``: when the check is due, a failure on a connection found
+    broken runs the statement once more on a new one). Only for statements that may run
+    twice: reads, and session settings that the retry sets again. Its row is built by
+    ``make_row`` (a named tuple's ``_make``; a plain tuple by default)."""
+    backend: Any = connection  # the PostgreSQL backend of apps.common.postgresql
+    return backend.run_as_health_check(lambda: _fetchone(_raw_connection(), sql, params, make_row))
+
+
+def _fetchone(
+    raw: psycopg.Connection[Any], sql: str, params: list[Any], make_row: MakeRow[Row]
+) -> Row | None:
     """One statement in a pipeline of its own: one round trip and about a cursor's CPU, and
     prepared by this module like every other statement on the connection. Inside a
     transaction of Django's it is part of it, unless it is the first statement there
     (psycopg opens the transaction with the next statement of its own): only for reads and
     session settings, whose effect is the same either way. Runs again, prepared anew, if
-    the server no longer knows the prepared statement (a DISCARD ALL)."""
+    the server no longer knows the prepared statement (a DISCARD ALL). In the psycopg
+    mode, a psycopg cursor's statement, prepared by psycopg."""
+    if _mode() == PSYCOPG:
+        cursor = psycopg.Cursor(raw, row_factory=lambda _: make_row)
+        return cursor.execute(sql, params, prepare=True).fetchone()
     for attempt in (1, 2):
         pipeline = _Pipeline(raw)
         pipeline.open()
-        statement = pipeline.statement()
+        statement = pipeline.statement(make_row)
         statement.execute(sql, params)
         try:
             pipeline.close(commit=True)  # raises the statement's error; never a ROLLBACK
@@ -132,7 +168,7 @@ def _fetchone(raw: psycopg.Connection[Any], sql: str, params: list[Any]) -> tupl
 def prepared_cursors() -> Iterator[Callable[[], PreparedCursor]]:
     """A factory of server-side-binding cursors in whatever transaction Django's connection
     is in (the append inside a caller's ``atomic``: tests, a supersede). They do not
-    prepare (see :func:`_raw_connection`): PostgreSQL plans each statement."""
+    prepare in the libpq mode (see :func:`_switch_mode`): PostgreSQL plans each statement."""
     raw = _raw_connection()
     with connection.wrap_database_errors:
         yield lambda: psycopg.Cursor(raw)
@@ -148,8 +184,11 @@ def can_pipeline() -> bool:
     )
 
 
+Statement = Any  # a PipelinedStatement, or a psycopg cursor in the psycopg mode
+
+
 @contextmanager
-def pipelined_transaction() -> Iterator[Callable[[], PipelinedStatement]]:
+def pipelined_transaction() -> Iterator[Callable[[], Statement]]:
     """One transaction whose statements are pipelined; yields a factory of statements, each
     of which takes one ``execute(sql, params, prepare=True)`` and whose rows are read with
     ``fetchone`` / ``fetchall``.
@@ -173,9 +212,24 @@ def pipelined_transaction() -> Iterator[Callable[[], PipelinedStatement]]:
 
     Nothing else may use the connection until the block ends: any statement through
     Django's cursors or this module raises :class:`StatementInPipeline` (and the block
-    rolls back).
+    rolls back). A server that stops answering in the middle is given
+    ``DB_PIPELINE_WAIT_MS`` for each wait, then the connection is closed and the block
+    raises ``OperationalError``, as for a database that is down.
+
+    In the psycopg mode, psycopg's pipeline and cursors in a transaction of psycopg's
+    (BEGIN and COMMIT travel in the pipeline: the same two round trips), whose waits are
+    psycopg's own, as those of every other statement of Django's.
     """
     raw = _raw_connection()
+    if _mode() == PSYCOPG:
+        with (
+            connection.wrap_database_errors,
+            connection.execute_wrapper(_refuse_in_pipeline),
+            raw.pipeline(),
+            raw.transaction(),
+        ):
+            yield lambda: psycopg.Cursor(raw)
+        return
     pipeline = _Pipeline(raw)
     with connection.wrap_database_errors, connection.execute_wrapper(_refuse_in_pipeline):
         pipeline.open()
@@ -221,23 +275,24 @@ def _numbered(sql: str) -> tuple[bytes, tuple[PyFormat, ...], tuple[int, ...]]:
     return query, tuple(formats), tuple(int(fmt is PyFormat.BINARY) for fmt in formats)
 
 
-class PipelinedStatement:
+class PipelinedStatement(Generic[Row]):
     """One statement of a :func:`pipelined_transaction` (a cursor's subset)."""
 
-    def __init__(self, pipeline: _Pipeline) -> None:
+    def __init__(self, pipeline: _Pipeline, make_row: MakeRow[Row]) -> None:
         self._pipeline = pipeline
-        self._rows: list[tuple[Any, ...]] | None = None
+        self._make_row = make_row
+        self._rows: list[Row] | None = None
 
     def execute(self, sql: str, params: Sequence[Any], *, prepare: bool = True) -> None:
         """Send ``sql``, prepared once per connection (``prepare`` is always so here)."""
         self._pipeline.send(self, sql, params)
 
-    def fetchall(self) -> list[tuple[Any, ...]]:
+    def fetchall(self) -> list[Row]:
         while self._rows is None:
             self._pipeline.read_next()
         return self._rows
 
-    def fetchone(self) -> tuple[Any, ...] | None:
+    def fetchone(self) -> Row | None:
         rows = self.fetchall()
         return rows[0] if rows else None
 
@@ -252,19 +307,22 @@ class _Pipeline:
         self._prepared = _prepared_by_connection.setdefault(raw, _Prepared())
         # Sent, answer not read yet, in order: a statement, the SQL text of a PREPARE (its
         # name is kept only once PostgreSQL confirmed it), or None (an answer to discard).
-        self._waiting: deque[PipelinedStatement | str | None] = deque()
+        self._waiting: deque[PipelinedStatement[Any] | str | None] = deque()
         self._unflushed = False
         self._error: psycopg.Error | None = None
         self._poll = select.poll()
         self._poll.register(self._pgconn.socket, select.POLLIN)
+        # How long one wait for the server may last (None: no bound).
+        self._wait_ms: int | None = settings.DB_PIPELINE_WAIT_MS or None
+        self._silent = False  # the server stopped answering: nothing more is sent or read
 
     def open(self) -> None:
         self._pgconn.enter_pipeline_mode()
 
-    def statement(self) -> PipelinedStatement:
-        return PipelinedStatement(self)
+    def statement(self, make_row: MakeRow[Any] = tuple) -> PipelinedStatement[Any]:
+        return PipelinedStatement(self, make_row)
 
-    def send(self, statement: PipelinedStatement, sql: str, params: Sequence[Any]) -> None:
+    def send(self, statement: PipelinedStatement[Any], sql: str, params: Sequence[Any]) -> None:
         query, formats, binary = _numbered(sql)
         name = self._prepared.names.get(sql)
         if name is None:
@@ -313,7 +371,7 @@ class _Pipeline:
             raise self._error
         if isinstance(statement, PipelinedStatement):
             self._transformer.set_pgresult(result)
-            statement._rows = self._transformer.load_rows(0, result.ntuples, tuple)
+            statement._rows = self._transformer.load_rows(0, result.ntuples, statement._make_row)
 
     def close(self, *, commit: bool) -> None:
         """End the transaction with the Sync (after a ROLLBACK unless ``commit``), read
@@ -321,6 +379,8 @@ class _Pipeline:
         the transaction met: a statement's, or the commit's own (deferred constraints).
         Without, the caller's exception is what is raised: errors here are dropped. A
         connection whose pipeline cannot be ended cleanly is closed."""
+        if self._silent:  # already closed (see _wait): the block's error is the timeout
+            return
         try:
             if not commit and self._error is None:
                 # PostgreSQL warns that no transaction is in progress (the implicit one is
@@ -373,5 +433,14 @@ class _Pipeline:
         return self._pgconn.get_result()
 
     def _wait(self, events: int) -> None:
+        """Wait for the socket, at most ``DB_PIPELINE_WAIT_MS``: past it the server is
+        taken for gone (it stopped answering: a frozen host, a partition), the connection
+        is closed, and ``OperationalError`` raised (a 503, as for a database that is down).
+        PostgreSQL answers within its statement timeout, which the default bound exceeds."""
         self._poll.modify(self._pgconn.socket, events)
-        self._poll.poll()
+        if not self._poll.poll(self._wait_ms):
+            self._silent = True
+            connection.close()  # its state is unknown: never reuse it
+            raise psycopg.OperationalError(
+                f"the database did not answer within {self._wait_ms} ms in a pipeline"
+            )

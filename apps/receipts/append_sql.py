@@ -12,11 +12,12 @@ One transaction per append (or per batch), holding the org's ``MirrorHead`` row 
 3. insert the entry and advance the head in one statement (a data-modifying CTE on
    PostgreSQL; two statements on SQLite, which has no such CTE and no row locks).
 
-:func:`append_transaction` frames it. Outside a transaction of Django's (every request),
-it is pipelined (``apps.common.prepared``) in the pipeline's implicit transaction: 1 and 2
-travel together and 3 with the Sync that commits, two round trips and three statements in
-all. Inside one (a caller's ``atomic``, the tests), it is an
-``atomic`` block of its own (a savepoint) running the same statements one by one.
+:func:`append_transaction` frames it, and is the only door to ``apps.common.prepared``
+on the push path. Outside a transaction of Django's (every request), it is pipelined in the
+pipeline's implicit transaction: 1 and 2 travel together and 3 with the Sync that commits,
+two round trips and three statements in all. Inside one (a caller's ``atomic``, the
+tests), or when the append runs ORM statements too, it is an ``atomic`` block of its own
+running the same statements one by one.
 
 Column names come from the models, so a renamed field breaks loudly here, not silently.
 """
@@ -25,9 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 from weakref import WeakKeyDictionary
 
 import orjson
@@ -158,16 +158,18 @@ def _insert_entry() -> str:
     )
 
 
-@dataclass(frozen=True)
-class LockedHead:
+class LockedHead(NamedTuple):
+    """The org's head row, as ``_LOCK_HEAD`` reads it."""
+
     size: int
     head: str
     month: str
     month_count: int
 
 
-@dataclass(frozen=True)
-class RelatedEntry:
+class RelatedEntry(NamedTuple):
+    """An entry as ``_RELATED`` reads it (``_RELATED_COLUMNS``)."""
+
     entry_id: int
     seq: int
     session_seq: int | None
@@ -229,6 +231,13 @@ class AppendStatements:
         self.pipelined = pipelined
         self._generation = _plan_generation(raw_connection) if postgres else ""
 
+    def outside_pipeline(self) -> None:
+        """The append has work beyond its own statements (an event to record): in a
+        pipeline, this attempt ends here and :func:`append_transaction` runs it again in a
+        transaction of Django's."""
+        if self.pipelined:
+            raise _OutsidePipeline
+
     def _send(self, sql: str, params: list[Any]) -> Any:
         """Send ``sql``; in a pipeline, prepared once per connection and plan generation
         (inside a transaction of Django's, psycopg's cursors bind server-side unprepared)."""
@@ -250,8 +259,8 @@ class AppendStatements:
             _RELATED, _related_params(org_id, action_hash, session_id, session_seq)
         )
         row = head_cursor.fetchone()
-        related = [RelatedEntry(*entry) for entry in related_cursor.fetchall()]
-        return (LockedHead(*row) if row else None), related
+        related = [RelatedEntry._make(entry) for entry in related_cursor.fetchall()]
+        return (LockedHead._make(row) if row else None), related
 
     def lock_and_read_many(
         self, *, org_id: int, receipts: list[tuple[str, str | None, int | None]]
@@ -270,8 +279,9 @@ class AppendStatements:
                 for action_hash, session_id, seq in receipts
             ]
         row = head_cursor.fetchone()
-        related = {entry[0]: RelatedEntry(*entry) for read in reads for entry in read.fetchall()}
-        return (LockedHead(*row) if row else None), list(related.values())
+        entries = (RelatedEntry._make(entry) for read in reads for entry in read.fetchall())
+        related = {entry.entry_id: entry for entry in entries}
+        return (LockedHead._make(row) if row else None), list(related.values())
 
     def insert_many_and_advance(
         self,
@@ -316,15 +326,59 @@ class AppendStatements:
             self._send(_ADVANCE_HEAD, head_values)
 
 
-@contextmanager
-def append_transaction(*, atomic: bool = False) -> Iterator[AppendStatements]:
-    """One append transaction: committed when the block ends, rolled back if it raises.
-    ``atomic``: the block runs more than the append's statements (a supersede marks the
-    entry it replaces through the ORM; an event is recorded), which a pipeline cannot
-    carry: a transaction of Django's then. A pipelined block refuses any other statement
+Result = TypeVar("Result")
+
+
+class _OutsidePipeline(Exception):
+    """Raised by :meth:`AppendStatements.outside_pipeline` in a pipelined attempt."""
+
+
+def append_transaction(
+    work: Callable[[AppendStatements], Result],
+    *,
+    orm: bool = False,
+    refusals: tuple[type[Exception], ...] = (),
+) -> Result:
+    """Run ``work`` in one append transaction: committed when it returns, rolled back if
+    it raises, except for ``refusals``: raised by ``work`` once it has decided, before
+    writing anything, that the append is refused, they end the transaction normally
+    (nothing to undo, and a rollback would cost psycopg's prepared statements in its
+    pipeline mode) and are raised after it.
+
+    ``orm``: ``work`` runs more than the append's statements (a supersede marks the entry
+    it replaces through the ORM), which a pipeline cannot carry: a transaction of Django's
+    then. ``work`` that finds out under the lock that it needs one (a ``quota.threshold``
+    event to record, :meth:`AppendStatements.outside_pipeline`) has its pipelined attempt
+    rolled back, before it wrote anything, and runs again in a transaction of Django's.
+    A pipelined attempt refuses any other statement
     (``apps.common.prepared.StatementInPipeline``)."""
+    try:
+        return _attempt(work, orm=orm, refusals=refusals)
+    except _OutsidePipeline:  # at most twice a month per org (80%, 100%)
+        return _attempt(work, orm=True, refusals=refusals)
+
+
+def _attempt(
+    work: Callable[[AppendStatements], Result],
+    *,
+    orm: bool,
+    refusals: tuple[type[Exception], ...],
+) -> Result:
+    refusal: Exception | None = None
+    with _statements(orm=orm) as sql:
+        try:
+            result = work(sql)
+        except refusals as refused:
+            refusal = refused
+    if refusal is not None:
+        raise refusal
+    return result
+
+
+@contextmanager
+def _statements(*, orm: bool) -> Iterator[AppendStatements]:
     settle()  # its statements bypass Django's cursors (and their org-context check)
-    if can_pipeline() and not atomic:
+    if can_pipeline() and not orm:
         with pipelined_transaction() as new_cursor:
             yield AppendStatements(
                 new_cursor, postgres=True, raw_connection=connection.connection, pipelined=True

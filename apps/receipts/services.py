@@ -22,7 +22,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.common import metrics, outbound
-from apps.common.errors import DomainError
 from apps.receipts.append_sql import (
     AppendStatements,
     LockedHead,
@@ -62,12 +61,6 @@ class AppendOutcome:
     claimed_trust_level: str = ""
 
 
-class _OutsidePipeline(Exception):
-    """The append has work beyond its own statements (a ``quota.threshold`` event to
-    record): the pipelined attempt is rolled back, before it wrote anything, and the
-    append runs again in a transaction of Django's, the event recorded inside it."""
-
-
 def receipt_append(
     *,
     org: Org,
@@ -87,29 +80,10 @@ def receipt_append(
         api_key=api_key,
         now=timezone.now(),
     )
-    try:
-        # A supersede also runs ORM statements, which a pipeline cannot carry.
-        outcome = _append_one(append, atomic=bool(supersedes_action_hash))
-    except _OutsidePipeline:  # at most twice a month per org (80%, 100%)
-        outcome = _append_one(append, atomic=True)
+    # A supersede also marks the entry it replaces through the ORM.
+    outcome = append_transaction(append, orm=bool(supersedes_action_hash), refusals=_REFUSALS)
     if outcome.appended:
         transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE))
-    return outcome
-
-
-def _append_one(
-    append: Callable[[AppendStatements], AppendOutcome], *, atomic: bool
-) -> AppendOutcome:
-    refusal: DomainError | None = None
-    with append_transaction(atomic=atomic) as sql:
-        try:
-            outcome = append(sql)
-        except _REFUSALS as refused:
-            # Decided before anything was written: the transaction ends normally (a
-            # rollback would also make psycopg drop its prepared statements).
-            refusal = refused
-    if refusal is not None:
-        raise refusal
     return outcome
 
 
@@ -140,69 +114,65 @@ def receipt_append_batch(
     """
     if not items:
         return []
-    try:
-        return _append_batch(org=org, items=items, api_key=api_key, atomic=False)
-    except _OutsidePipeline:  # at most twice a month per org (80%, 100%)
-        return _append_batch(org=org, items=items, api_key=api_key, atomic=True)
+    results = append_transaction(partial(_append_batch, org=org, items=items, api_key=api_key))
+    count = sum(isinstance(result, AppendOutcome) and result.appended for result in results)
+    if count:
+        transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))
+    return results
 
 
 def _append_batch(
-    *, org: Org, items: Sequence[BatchItem], api_key: ApiKey | None, atomic: bool
+    sql: AppendStatements, *, org: Org, items: Sequence[BatchItem], api_key: ApiKey | None
 ) -> list[BatchResult]:
+    """The batch inside its append transaction (see :func:`receipt_append_batch`)."""
     now = timezone.now()
     results: list[BatchResult] = []
     keys = [tuple(_related_keys(item.receipt).values()) for item in items]
-    with append_transaction(atomic=atomic) as sql:
+    head, related = sql.lock_and_read_many(org_id=org.pk, receipts=keys)
+    if head is None:
+        sql.create_head(org_id=org.pk)
         head, related = sql.lock_and_read_many(org_id=org.pk, receipts=keys)
-        if head is None:
-            sql.create_head(org_id=org.pk)
-            head, related = sql.lock_and_read_many(org_id=org.pk, receipts=keys)
-            assert head is not None
-        known = _RelatedIndex(related)
-        context = _AppendContext.of(org, api_key, now)
-        entries: list[dict[str, Any]] = []
-        texts: list[str] = []
-        counted: list[int] = []  # month counts that reach a quota threshold
-        for item in items:
-            receipt = item.receipt
-            try:
-                planned = _plan_append(
-                    org=org, context=context, head=head, related=known.for_receipt(receipt),
-                    receipt=receipt, digest=receipt_digest(receipt.stored_text),
-                    trust_level=item.trust_level, supersedes_action_hash=None,
-                )  # fmt: skip
-            except (ChainConstraint, QuotaExceeded) as refusal:
-                results.append(refusal)
-                continue
-            if isinstance(planned, AppendOutcome):
-                results.append(planned)
-                continue
-            entry, head = planned
-            if _reaches_a_threshold(sql, context, head):
-                counted.append(head.month_count)
-            texts.append(entry.pop("receipt"))  # travels apart (see insert_many_and_advance)
-            entries.append(entry)
-            known.add(entry)
-            results.append(_appended(entry))
-        if entries:
-            sql.insert_many_and_advance(entries=entries, receipts=texts, head=head, org_id=org.pk)
-        for count in counted:
-            _quota_counted(context, count)
+        assert head is not None
+    known = _RelatedIndex(related)
+    context = _AppendContext.of(org, api_key, now)
+    entries: list[dict[str, Any]] = []
+    texts: list[str] = []
+    counted: list[int] = []  # month counts that reach a quota threshold
+    for item in items:
+        receipt = item.receipt
+        try:
+            planned = _plan_append(
+                org=org, context=context, head=head, related=known.for_receipt(receipt),
+                receipt=receipt, digest=receipt_digest(receipt.stored_text),
+                trust_level=item.trust_level, supersedes_action_hash=None,
+            )  # fmt: skip
+        except (ChainConstraint, QuotaExceeded) as refusal:
+            results.append(refusal)
+            continue
+        if isinstance(planned, AppendOutcome):
+            results.append(planned)
+            continue
+        entry, head = planned
+        if _reaches_a_threshold(sql, context, head):
+            counted.append(head.month_count)
+        texts.append(entry.pop("receipt"))  # travels apart (see insert_many_and_advance)
+        entries.append(entry)
+        known.add(entry)
+        results.append(_appended(entry))
     if entries:
-        count = len(entries)
-        transaction.on_commit(lambda: metrics.receipts_appended(settings.API_PROFILE, count))
+        sql.insert_many_and_advance(entries=entries, receipts=texts, head=head, org_id=org.pk)
+    for count in counted:
+        _quota_counted(context, count)
     return results
 
 
 def _reaches_a_threshold(sql: AppendStatements, context: _AppendContext, head: LockedHead) -> bool:
     """Whether the append that left ``head`` reaches a quota threshold, whose event is
-    recorded after the append's statements in its transaction; raises
-    :class:`_OutsidePipeline` when that transaction is a pipeline (which carries the
-    append's own statements and nothing else)."""
+    recorded after the append's statements in its transaction, which then cannot be a
+    pipeline (``sql.outside_pipeline``: it carries the append's own statements only)."""
     if not outbound.quota_thresholds_reached(count=head.month_count, cap=context.cap):
         return False
-    if sql.pipelined:
-        raise _OutsidePipeline
+    sql.outside_pipeline()
     return True
 
 

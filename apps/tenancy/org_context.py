@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 from weakref import WeakKeyDictionary
 
 from django.conf import settings
@@ -125,15 +126,36 @@ def settle() -> None:
 _API_KEY_AUTHENTICATE = "SELECT * FROM mirror_api_key_authenticate(%s::text, %s::text)"
 
 
-def lookup_api_key(*, prefix: str, digest: str) -> tuple[Any, ...] | None:
+class ApiKeyRow(NamedTuple):
+    """A row of ``mirror_api_key_authenticate`` (its columns, in order)."""
+
+    key_id: int
+    label: str
+    prefix: str
+    digest: str
+    scopes: Any
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+    org_id: int
+    slug: str
+    name: str
+    plan: str
+    monthly_receipt_cap: int
+    org_created_at: datetime
+    rate_per_minute: int
+    rate_burst: int
+
+
+def lookup_api_key(*, prefix: str, digest: str) -> ApiKeyRow | None:
     """The row of the API key named by ``prefix`` (with its org's columns), or None; on
     PostgreSQL, a key that is active and matches ``digest`` also limits this connection to
     its org, in the same round trip."""
     # An SDK request's first statement: it stands in for Django's health check, and runs
     # again on a new connection if the open one turns out dead (it only reads and sets).
-    row = fetchone_checked(_API_KEY_AUTHENTICATE, [prefix, digest])
-    if row is not None and row[3] == digest and row[7] is None:
-        state = (str(int(row[8])), False)
+    row = fetchone_checked(_API_KEY_AUTHENTICATE, [prefix, digest], ApiKeyRow._make)
+    if row is not None and row.digest == digest and row.revoked_at is None:
+        state = (str(int(row.org_id)), False)
         setattr(connection, _REQUEST_ATTRIBUTE, state)
         _session_context[connection.connection] = state  # the session the statement ran on
     else:

@@ -118,6 +118,14 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # limit; run long maintenance commands such as migrate with DB_STATEMENT_TIMEOUT_MS=0).
 DB_STATEMENT_TIMEOUT_MS = env_int("DB_STATEMENT_TIMEOUT_MS", 5000)
 DB_CONNECT_TIMEOUT_SECONDS = env_int("DB_CONNECT_TIMEOUT_SECONDS", 5)
+# How the receipt append's transaction is pipelined (apps/common/prepared.py): "libpq"
+# speaks libpq's pipeline mode through psycopg's binding, the least CPU a push; "psycopg"
+# uses psycopg's public pipeline and cursors only, should a psycopg release break the other.
+DB_APPEND_PIPELINE = env_choice("DB_APPEND_PIPELINE", "libpq", ("libpq", "psycopg"))
+# How long the libpq pipeline waits for the server at most, each wait (0: no limit): past
+# it the server is taken for gone, the connection closed and the request answered 503.
+# PostgreSQL answers within its statement timeout, which the default exceeds by a second.
+DB_PIPELINE_WAIT_MS = env_int("DB_PIPELINE_WAIT_MS", (DB_STATEMENT_TIMEOUT_MS or 60_000) + 1_000)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Django's backend, with a health check that reads the socket instead of sending
     # ``SELECT 1`` (apps/common/postgresql/base.py).

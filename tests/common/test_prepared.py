@@ -28,6 +28,13 @@ class ServedPusher(Pusher):
 
 
 @pytest.fixture
+def libpq_pipeline(settings) -> None:
+    """For a test of what only the libpq mode does (its own prepared statements, its
+    statement objects), whichever mode the run is in (``DB_APPEND_PIPELINE``)."""
+    settings.DB_APPEND_PIPELINE = "libpq"
+
+
+@pytest.fixture
 def pusher(cast) -> Pusher:
     return ServedPusher(APIClient(), cast.acme_key.secret)
 
@@ -137,6 +144,7 @@ def prepared_statement_names() -> set[str]:
         return {name for (name,) in cursor.fetchall()}
 
 
+@pytest.mark.usefixtures("libpq_pipeline")  # psycopg's own statements go at a rollback
 def test_a_rollback_of_djangos_keeps_the_push_paths_prepared_statements(cast, pusher) -> None:
     """psycopg answers a rollback with DEALLOCATE ALL once it has prepared anything of its
     own: it never prepares here, so the push path's statements outlive any rollback."""
@@ -230,6 +238,7 @@ def test_a_commit_that_fails_at_the_sync_raises_and_writes_nothing(db) -> None:
         assert cursor.fetchone() == (0,)
 
 
+@pytest.mark.usefixtures("libpq_pipeline")
 def test_a_connection_keeps_a_bounded_number_of_prepared_statements(db, monkeypatch) -> None:
     """Old statements (an earlier plan generation's) are deallocated as new ones come."""
     from apps.common import prepared

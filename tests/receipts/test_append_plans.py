@@ -32,6 +32,7 @@ from apps.receipts.append_sql import (
     related_many_params,
 )
 from apps.tenancy.org_context import activate_all_orgs
+from tests.common.test_prepared import libpq_pipeline  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -216,6 +217,7 @@ def test_a_batchs_related_entries_read_reads_by_the_lookup_indexes(cast) -> None
     assert "session_seq" in conditions, conditions
 
 
+@pytest.mark.usefixtures("libpq_pipeline")  # it reads the libpq mode's statements
 def test_the_statements_are_planned_anew_each_time_the_connections_appends_double(
     cast, monkeypatch
 ) -> None:
@@ -247,6 +249,7 @@ def test_the_statements_are_planned_anew_each_time_the_connections_appends_doubl
                         " /* plan 4 */"]  # fmt: skip
 
 
+@pytest.mark.usefixtures("libpq_pipeline")
 def test_the_append_transaction_uses_generic_plans(cast, monkeypatch) -> None:
     """A custom plan would estimate with the org's own statistics (one row for an org new
     at the last ANALYZE, whose lookups then tie with a read of the whole org): the

@@ -55,6 +55,24 @@ def test_outside_a_transaction_the_append_is_pipelined_and_committed(in_acme) ->
     assert mirror_chain_check(org=in_acme).ok
 
 
+@pytest.mark.parametrize("mode", ["libpq", "psycopg"])
+def test_the_setting_chooses_who_pipelines_and_prepares(in_acme, settings, mode) -> None:
+    """``DB_APPEND_PIPELINE``: the append's statements are prepared by the libpq pipeline
+    (``_mirror_N``) or by psycopg itself, through its public pipeline."""
+    settings.DB_APPEND_PIPELINE = mode
+    agent = Agent()
+    assert receipt_append(org=in_acme, **vars(verified(agent.receipt()))).seq == 1
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM pg_prepared_statements WHERE statement LIKE %s", ["%FOR UPDATE%"]
+        )
+        names = [name for (name,) in cursor.fetchall()]
+    assert names
+    assert all(name.startswith("_mirror_") == (mode == "libpq") for name in names), names
+    assert receipt_append(org=in_acme, **vars(verified(agent.receipt()))).seq == 2
+    assert mirror_chain_check(org=in_acme).ok
+
+
 def test_its_statements_are_prepared_once_per_connection(in_acme) -> None:
     agent = Agent()
     receipt_append(org=in_acme, **vars(verified(agent.receipt())))
