@@ -24,7 +24,7 @@ from apps.approvals.selectors import approval_roster, counted_votes
 from apps.common.errors import DomainError, InvalidJson, PayloadTooLarge
 from apps.common.json_body import parse_json_body, read_json_bytes
 from apps.common.request_guard import answers_json
-from apps.common.responses import teampath_body
+from apps.common.responses import profile_error_response
 from apps.console.services import (
     APPROVAL_ID_PREFIX,
     approval_by_access_token,
@@ -189,9 +189,20 @@ def approval_page(request: HttpRequest, ref: str) -> HttpResponse:
 
 
 def _error(status: HTTPStatus, code: str, message: str) -> JsonResponse:
-    """The page's vote endpoint answers in the team-path error body on both profiles (the
-    page's script reads ``error`` and ``message``)."""
-    return JsonResponse(teampath_body(code, message), status=status)
+    """A refusal of the request itself (no such approval, a body of the wrong shape): the
+    same status on both profiles, in the deployment's error body."""
+    return profile_error_response(code=code, message=message, status=status)
+
+
+def _refusal(error: DomainError) -> JsonResponse:
+    """The vote's refusal as the deployment's profile answers the same vote on its API
+    (an expired approval: 410 on team-path, 409 key-scoped)."""
+    return profile_error_response(
+        code=error.code,
+        message=error.message,
+        status=error.status,
+        teampath_status=error.teampath_status,
+    )
 
 
 @answers_json
@@ -223,5 +234,5 @@ def approval_vote_endpoint(request: HttpRequest, ref: str) -> JsonResponse:
             co_sig_b64=body.get("co_sig_b64"),
         )
     except DomainError as error:
-        return _error(error.status, error.code, error.message)
+        return _refusal(error)
     return JsonResponse(approval_state(settled))
