@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from apps.api.keyscoped.events import EvidenceExportJobSerializer
+from apps.api.keyscoped.exports import EvidenceExportJobSerializer
 from apps.api.serializers import NoMembersSerializer
 from apps.api.transparency import CosignatureInputSerializer, ProofSerializer
 from apps.common.errors import InvalidInput
