@@ -69,11 +69,11 @@ class ApprovalVoteSerializer(serializers.Serializer[Any]):
 
 class ApprovalRecordSerializer(serializers.Serializer[Any]):
     """The ``Approval`` record: the decision, the approver whose vote settled it, who voted
-    how and when.
+    how and when."""
 
-    Its instance is an approval as of a moment (``context["now"]``, else now) whose counted
-    votes a selector read once (``approval_with_votes``): the outcome, the deciding approver
-    and the vote list all come from that one read."""
+    # Its instance is an approval as of a moment (``context["now"]``, else now) whose
+    # counted votes a selector read once (``approval_with_votes``): the outcome, the
+    # deciding approver and the vote list all come from that one read.
 
     approvalId = serializers.CharField(source="approval_id")
     actionHash = HashField(source="action_hash", help_text="The suspended receipt's action_hash.")
