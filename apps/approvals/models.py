@@ -230,6 +230,19 @@ class Approval(models.Model):
             return ApprovalStatus.EXPIRED.value
         return str(self.status)
 
+    def decision_at(self, now: datetime) -> str | None:
+        """The settled outcome at ``now`` (``outcome_at``), or None while it is pending."""
+        outcome = self.outcome_at(now)
+        return None if outcome == ApprovalStatus.PENDING else outcome
+
+    def deciding_approver_at(self, now: datetime) -> str | None:
+        """The key whose counted vote settled it; None while pending or once expired, and
+        when no vote decided it (closed locally by the agent)."""
+        votes = self.counted_vote_list()
+        if not votes or self.outcome_at(now) in (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED):
+            return None
+        return votes[-1].approver_public_key
+
     def voter_state_at(self, now: datetime) -> str:
         """What the approver page says of it at ``now``: ``pending`` while it takes votes;
         a pending approval past its expiry (escalated, or waiting for the sweep) is what it

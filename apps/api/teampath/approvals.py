@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 
@@ -39,7 +40,7 @@ from apps.api.serializers import (
 from apps.api.teampath.base import TeamPathApi
 from apps.approvals.content import is_suspended
 from apps.approvals.errors import ReceiptNotSuspended
-from apps.approvals.models import Approval, ApprovalStatus, VoteDecision
+from apps.approvals.models import Approval, VoteDecision
 from apps.approvals.selectors import (
     TEAMPATH_OUTCOMES,
     approval_get_by_id,
@@ -98,11 +99,11 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
     class Meta:
         ref_name = "Approval"
 
-    def _outcome(self, approval: Approval) -> str:
-        now = self.context.get("now")
+    def _now(self) -> datetime:
+        now: datetime | None = self.context.get("now")
         if now is None:
             now = self.context["now"] = timezone.now()
-        return approval.outcome_at(now)
+        return now
 
     @extend_schema_field(
         {
@@ -113,20 +114,15 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
         }
     )
     def get_decision(self, approval: Approval) -> str | None:
-        outcome = self._outcome(approval)
-        return None if outcome == ApprovalStatus.PENDING else outcome
+        return approval.decision_at(self._now())
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_approverPublicKey(self, approval: Approval) -> str | None:
-        outcome = self._outcome(approval)
-        votes = approval.counted_vote_list()
-        if not votes or outcome in (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED):
-            return None
-        return votes[-1].approver_public_key
+        return approval.deciding_approver_at(self._now())
 
     @extend_schema_field({"type": "string", "enum": TEAMPATH_OUTCOMES})
     def get_outcome(self, approval: Approval) -> str:
-        return self._outcome(approval)
+        return approval.outcome_at(self._now())
 
     @extend_schema_field({"type": "string", "nullable": True, "enum": [
         "approved", "denied", "expired", "completed", None]})  # fmt: skip
@@ -262,9 +258,8 @@ class ApprovalPollApi(TeamPathApi):
         approval = approval_with_votes(
             approval_get_by_id(org=sdk_principal(request).org, approval_id=approval_id)
         )
-        outcome = approval.outcome_at(now)
-        settled = outcome != ApprovalStatus.PENDING
-        poll = {"outcome": outcome, "approval": approval if settled else None}
+        settled = approval.decision_at(now) is not None
+        poll = {"outcome": approval.outcome_at(now), "approval": approval if settled else None}
         return Response(self.OutputSerializer(poll, context={"now": now}).data)
 
 

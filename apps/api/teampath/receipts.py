@@ -177,7 +177,6 @@ class ReceiptBatchInputSerializer(serializers.Serializer[Any]):
     # The route's validator: it reads the strictly parsed body itself (a repeated member
     # name is only visible before it is a dict); every item is judged on its own by the
     # intake, so none is refused here.
-
     refuses_unknown_members = True  # documented as a closed object
 
     receipts = serializers.ListField(
