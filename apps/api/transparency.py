@@ -1,8 +1,12 @@
-"""The transparency log's routes (transparency.md §5, §6), for both API profiles.
+"""The transparency log's routes (transparency.md §5, §6): the base both profiles' log
+modules build on (``apps.api.keyscoped.transparency``, ``apps.api.teampath.transparency``).
 
-Each view is written once; ``profile`` (set per URL conf) picks the error body. Public
-routes take no credential (any sent is ignored) and share one rate per client address;
-the proof routes are on the SDK plane (and, key-scoped, the dashboard plane too).
+Each route's work is written once here (``CheckpointRoute`` and its siblings), with its
+bodies, throttles and the OpenAPI description the profiles share (``log_schema``); each
+profile's module declares its views over them with its own error contract and error
+answers. Public routes take no credential (any sent is ignored) and share one rate per
+client address; the proof routes are on the SDK plane (and, key-scoped, the dashboard
+plane too).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import re
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -28,32 +32,25 @@ from rest_framework.response import Response
 
 from apps.api.authentication import (
     ApiKeyAuthentication,
-    ApiKeyPrincipal,
     ConsoleJwtAuthentication,
-    ConsolePrincipal,
     presented_bearer,
 )
 from apps.api.base import ExceptionHandler, RateLimitedApi
 from apps.api.keyscoped.base import keyscoped_exception_handler
 from apps.api.openapi import (
-    keyscoped_error,
     keyscoped_errors,
     ok,
     teampath_error,
-    teampath_errors,
 )
-from apps.api.permissions import role_required, scope_required
 from apps.api.serializers import HashField
-from apps.api.teampath.base import BearerApiKeyAuthentication, teampath_exception_handler
-from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle, _LimitThrottle
+from apps.api.teampath.base import teampath_exception_handler
+from apps.api.throttles import _LimitThrottle
 from apps.common.errors import InvalidInput
 from apps.tenancy.credential_limits import client_address
-from apps.tenancy.models import Role, Scope
 from apps.transparency.errors import TileNotFound
 from apps.transparency.selectors import (
     latest_note,
     org_consistency,
-    receipt_proof,
     tile_bytes,
     top_consistency,
     top_leaves,
@@ -109,14 +106,24 @@ class SdkOrSessionAuthentication(BaseAuthentication):
 # -- bases -------------------------------------------------------------------------------
 
 
+# A log route answers in its profile's error contract (a pending proof's Retry-After comes
+# with the error); each profile's module sets ``profile``. (No docstring: drf-spectacular
+# would take it as every log route's description.)
 class _ProfileApi(RateLimitedApi):
     profile = "keyscoped"
 
     def get_exception_handler(self) -> ExceptionHandler:
-        # Each profile's contract; a pending proof's Retry-After comes with the error.
         if self.profile == "teampath":
             return teampath_exception_handler
         return keyscoped_exception_handler
+
+
+class KeyScopedLogApi(_ProfileApi):
+    profile = "keyscoped"
+
+
+class TeamPathLogApi(_ProfileApi):
+    profile = "teampath"
 
 
 class PublicLogApi(_ProfileApi):
@@ -287,183 +294,74 @@ def _query(name: str, description: str, minimum: int = 1) -> OpenApiParameter:
     )
 
 
-def _public_errors(profile: str, **codes: list[str]) -> dict[int, OpenApiResponse]:
-    """Error answers of a public route: ``s<status>=[team-path codes]``."""
-    if profile == "teampath":
-        answers = {
-            429: teampath_error(["rate_limited"], "Over the public rate; see `Retry-After`"),
-            503: teampath_error(["over_capacity"], "Briefly at capacity; see `Retry-After`"),
-        }
-        for key, names in codes.items():
-            answers[int(key[1:])] = teampath_error(names)
-        return dict(sorted(answers.items()))
-    return keyscoped_errors(*(int(key[1:]) for key in codes), credential=False)
+def teampath_public_errors(**codes: list[str]) -> dict[int, OpenApiResponse]:
+    """Error answers of a public team-path route: ``s<status>=[codes]``, with the public
+    rate's 429 and the capacity 503."""
+    answers = {
+        429: teampath_error(["rate_limited"], "Over the public rate; see `Retry-After`"),
+        503: teampath_error(["over_capacity"], "Briefly at capacity; see `Retry-After`"),
+    }
+    for key, names in codes.items():
+        answers[int(key[1:])] = teampath_error(names)
+    return dict(sorted(answers.items()))
 
 
-def _schema(profile: str, operation: str, summary: str, method: str = "get", **kwargs: Any) -> Any:
-    return extend_schema_view(
-        **{
-            method: extend_schema(
-                operation_id=f"{operation}_{profile}" if profile == "teampath" else operation,
-                summary=summary,
-                tags=["transparency"],
-                **kwargs,
-            )
-        }
-    )
+def keyscoped_public_errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    """Error answers of a public key-scoped route (no credential to refuse)."""
+    return keyscoped_errors(*statuses, credential=False)
 
 
-# -- views -------------------------------------------------------------------------------
-
-
-def _views(profile: str) -> dict[str, type[Any]]:
-    """The profile's view classes (one set per profile: the OpenAPI shapes differ)."""
-    keyscoped = profile == "keyscoped"
-
-    @_schema(
-        profile,
-        "log_checkpoint",
-        "The latest checkpoint with every accepted cosignature",
-        auth=[],
-        responses={
-            (200, "text/plain"): _TEXT,
-            **_public_errors(profile, s404=["checkpoint_not_found"]),
-        },
-    )
-    class CheckpointApi(PublicLogApi):
-        def get(self, request: Request) -> HttpResponse:
-            response = HttpResponse(latest_note(), content_type="text/plain; charset=utf-8")
-            response["Cache-Control"] = "public, max-age=5"
-            return response
-
-    @_schema(
-        profile,
-        "log_consistency",
-        "A consistency proof between two sizes of the top log",
-        auth=[],
-        parameters=[_query("first", "The smaller size"), _query("second", "The larger")],
-        responses={
-            200: ok(TopConsistencySerializer, "The proof"),
-            **_public_errors(profile, **{"s422" if keyscoped else "s400": ["validation_failed"]}),
-        },
-    )
-    class ConsistencyApi(PublicLogApi):
-        def get(self, request: Request) -> Response:
-            first = _size(request.query_params, "first")
-            second = _size(request.query_params, "second")
-            proof = top_consistency(first=first, second=second)
-            body = {"first": first, "second": second, "proof": [value.hex() for value in proof]}
-            return Response(TopConsistencySerializer(body).data)
-
-    @_schema(
-        profile,
-        "log_org_consistency",
-        "A consistency proof between two published heads of an org",
-        auth=[],
-        parameters=[
+# What each log route's description shares across the profiles: its operation, summary,
+# parameters, request and success answers. The profiles add their error answers.
+LOG_ROUTES: dict[str, dict[str, Any]] = {
+    "checkpoint": {
+        "operation": "log_checkpoint",
+        "summary": "The latest checkpoint with every accepted cosignature",
+        "responses": {(200, "text/plain"): _TEXT},
+    },
+    "consistency": {
+        "operation": "log_consistency",
+        "summary": "A consistency proof between two sizes of the top log",
+        "parameters": [_query("first", "The smaller size"), _query("second", "The larger")],
+        "responses": {200: ok(TopConsistencySerializer, "The proof")},
+    },
+    "org_consistency": {
+        "operation": "log_org_consistency",
+        "summary": "A consistency proof between two published heads of an org",
+        "parameters": [
             _query("first", "A published head's size"),
             _query("second", "A larger published head's size"),
         ],
-        responses={
-            200: ok(OrgConsistencySerializer, "The proof and both roots"),
-            **_public_errors(
-                profile,
-                s404=["org_head_not_found"],
-                **{"s422" if keyscoped else "s400": ["validation_failed"]},
-            ),
-        },
-    )
-    class OrgConsistencyApi(PublicLogApi):
-        def get(self, request: Request, org_id: str) -> Response:
-            first = _size(request.query_params, "first")
-            second = _size(request.query_params, "second")
-            found = org_consistency(org_id=org_id, first=first, second=second)
-            body = {
-                "org_id": found.org_id,
-                "first": found.first,
-                "second": found.second,
-                "first_root": found.first_root.hex(),
-                "second_root": found.second_root.hex(),
-                "proof": [value.hex() for value in found.proof],
-            }
-            return Response(OrgConsistencySerializer(body).data)
-
-    @_schema(
-        profile,
-        "log_leaves",
-        "Top-log leaves (org heads), at most 1000",
-        auth=[],
-        parameters=[
+        "responses": {200: ok(OrgConsistencySerializer, "The proof and both roots")},
+    },
+    "leaves": {
+        "operation": "log_leaves",
+        "summary": "Top-log leaves (org heads), at most 1000",
+        "parameters": [
             _query("start", "First index", minimum=0),
             _query("end", "Index past the last"),
         ],
-        responses={
-            200: ok(LeavesSerializer, "The leaves; `end` says where they stop"),
-            **_public_errors(profile, **{"s422" if keyscoped else "s400": ["validation_failed"]}),
-        },
-    )
-    class LeavesApi(PublicLogApi):
-        def get(self, request: Request) -> Response:
-            start = _size(request.query_params, "start")
-            end = _size(request.query_params, "end")
-            stop, leaves = top_leaves(start=start, end=end)
-            return Response(LeavesSerializer({"start": start, "end": stop, "leaves": leaves}).data)
-
-    @_schema(
-        profile,
-        "log_witnesses",
-        "Every registered witness key (discovery, never a trust root)",
-        auth=[],
-        responses={
-            200: ok(WitnessesSerializer, "By name, key ID"),
-            **_public_errors(profile),
-        },
-    )
-    class WitnessesApi(PublicLogApi):
-        def get(self, request: Request) -> Response:
-            return Response(WitnessesSerializer({"witnesses": witness_list()}).data)
-
-    bad_body = "s422" if keyscoped else "s400"
-    cosign_errors = _public_errors(
-        profile,
-        s403=["witness_unknown"],
-        s404=["checkpoint_not_found"],
-        **({bad_body: ["invalid_json", "validation_failed"]}),
-        **({} if keyscoped else {"s422": ["cosignature_invalid"]}),
-        s413=["payload_too_large"],
-    )
-
-    @_schema(
-        profile,
-        "log_cosignature_submit",
-        "Submit a registered witness's cosignature/v1 line",
-        method="post",
-        auth=[],
-        request=CosignatureInputSerializer,
-        responses={
+        "responses": {200: ok(LeavesSerializer, "The leaves; `end` says where they stop")},
+    },
+    "witnesses": {
+        "operation": "log_witnesses",
+        "summary": "Every registered witness key (discovery, never a trust root)",
+        "responses": {200: ok(WitnessesSerializer, "By name, key ID")},
+    },
+    "cosignatures": {
+        "operation": "log_cosignature_submit",
+        "summary": "Submit a registered witness's cosignature/v1 line",
+        "method": "post",
+        "request": CosignatureInputSerializer,
+        "responses": {
             201: ok(CosignatureOutputSerializer, "Accepted"),
             200: ok(CosignatureOutputSerializer, "A duplicate"),
-            **cosign_errors,
         },
-    )
-    class CosignatureSubmitApi(PublicLogApi):
-        throttle_classes = [CosignRateThrottle]
-
-        def post(self, request: Request) -> Response:
-            data = CosignatureInputSerializer(data=request.data)
-            data.is_valid(raise_exception=True)
-            result = cosignature_submit(**data.validated_data)
-            return Response(
-                CosignatureOutputSerializer(result.as_dict()).data,
-                status=201 if result.created else 200,
-            )
-
-    @_schema(
-        profile,
-        "log_tile",
-        "A tlog-tiles hash tile or entry bundle of the top log",
-        auth=[],
-        parameters=[
+    },
+    "tile": {
+        "operation": "log_tile",
+        "summary": "A tlog-tiles hash tile or entry bundle of the top log",
+        "parameters": [
             OpenApiParameter(
                 "tile",
                 str,
@@ -471,102 +369,101 @@ def _views(profile: str) -> dict[str, type[Any]]:
                 description="`<L>/<N>[.p/<W>]` or `entries/<N>[.p/<W>]`",
             )
         ],
-        responses={
-            (200, "application/octet-stream"): _BINARY,
-            **_public_errors(profile, s404=["tile_not_found"]),
-        },
+        "responses": {(200, "application/octet-stream"): _BINARY},
+    },
+}
+
+
+def log_schema(profile: str, route: str, errors: dict[int, OpenApiResponse]) -> Any:
+    """The OpenAPI description of a public log route on ``profile``: what the profiles
+    share (``LOG_ROUTES``), then the profile's ``errors``. Team-path operation ids carry
+    the profile's name (both documents are served by one deployment's tooling)."""
+    spec = LOG_ROUTES[route]
+    operation = spec["operation"]
+    extra = {name: spec[name] for name in ("parameters", "request") if name in spec}
+    return extend_schema_view(
+        **{
+            spec.get("method", "get"): extend_schema(
+                operation_id=f"{operation}_{profile}" if profile == "teampath" else operation,
+                summary=spec["summary"],
+                tags=["transparency"],
+                auth=[],
+                **extra,
+                responses={**spec["responses"], **errors},
+            )
+        }
     )
-    class TileApi(PublicLogApi):
-        def get(self, request: Request, tile: str) -> HttpResponse:
-            ref = parse_tile_path(tile)
-            if ref is None:
-                raise TileNotFound("not a tile path")
-            response = HttpResponse(tile_bytes(ref), content_type="application/octet-stream")
-            response["Cache-Control"] = TILE_CACHE
-            return response
-
-    views: dict[str, type[Any]] = {
-        "checkpoint": CheckpointApi,
-        "consistency": ConsistencyApi,
-        "org_consistency": OrgConsistencyApi,
-        "leaves": LeavesApi,
-        "witnesses": WitnessesApi,
-        "cosignatures": CosignatureSubmitApi,
-        "tile": TileApi,
-    }
-    for view in views.values():
-        view.profile = profile
-    return views
 
 
-KEYSCOPED = _views("keyscoped")
-TEAMPATH = _views("teampath")
-
-_PENDING = "Not yet in a checkpoint: retry after `Retry-After` seconds"
+# -- the routes' work, once for both profiles ------------------------------------------------
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="receipt_proof",
-        summary="A mirrored receipt's transparency proof object (SDK: receipts:write; auditor+)",
-        tags=["transparency"],
-        responses={
-            200: ok(ProofSerializer, "The proof object (§5.1)"),
-            **keyscoped_errors(
-                403,
-                s404=keyscoped_error("No such receipt for the caller"),
-                s409=keyscoped_error(_PENDING),
-            ),
-        },
-    )
-)
-class ReceiptProofApi(_ProfileApi):
-    """GET /v1/receipts/{action_hash}/proof, key-scoped: SDK plane or dashboard plane."""
+class CheckpointRoute(PublicLogApi):
+    def get(self, request: Request) -> HttpResponse:
+        response = HttpResponse(latest_note(), content_type="text/plain; charset=utf-8")
+        response["Cache-Control"] = "public, max-age=5"
+        return response
 
-    # Both planes, as the OpenAPI document says; a request's credential goes to its own
-    # plane's check only (SdkOrSessionAuthentication).
-    authentication_classes = [ApiKeyAuthentication, ConsoleJwtAuthentication]
-    permission_classes = [scope_required(Scope.RECEIPTS_WRITE) | role_required(Role.AUDITOR)]
-    throttle_classes = [OrgRateThrottle, DashboardRateThrottle]
 
-    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
-        initialized = super().initialize_request(request, *args, **kwargs)
-        initialized.authenticators = (SdkOrSessionAuthentication(),)
-        return initialized
+class ConsistencyRoute(PublicLogApi):
+    def get(self, request: Request) -> Response:
+        first = _size(request.query_params, "first")
+        second = _size(request.query_params, "second")
+        proof = top_consistency(first=first, second=second)
+        body = {"first": first, "second": second, "proof": [value.hex() for value in proof]}
+        return Response(TopConsistencySerializer(body).data)
 
-    def get(self, request: Request, action_hash: str) -> Response:
-        principal: object = request.user
-        assert isinstance(principal, ApiKeyPrincipal | ConsolePrincipal)
+
+class OrgConsistencyRoute(PublicLogApi):
+    def get(self, request: Request, org_id: str) -> Response:
+        first = _size(request.query_params, "first")
+        second = _size(request.query_params, "second")
+        found = org_consistency(org_id=org_id, first=first, second=second)
+        body = {
+            "org_id": found.org_id,
+            "first": found.first,
+            "second": found.second,
+            "first_root": found.first_root.hex(),
+            "second_root": found.second_root.hex(),
+            "proof": [value.hex() for value in found.proof],
+        }
+        return Response(OrgConsistencySerializer(body).data)
+
+
+class LeavesRoute(PublicLogApi):
+    def get(self, request: Request) -> Response:
+        start = _size(request.query_params, "start")
+        end = _size(request.query_params, "end")
+        stop, leaves = top_leaves(start=start, end=end)
+        return Response(LeavesSerializer({"start": start, "end": stop, "leaves": leaves}).data)
+
+
+class WitnessesRoute(PublicLogApi):
+    def get(self, request: Request) -> Response:
+        return Response(WitnessesSerializer({"witnesses": witness_list()}).data)
+
+
+class CosignatureSubmitRoute(PublicLogApi):
+    throttle_classes = [CosignRateThrottle]
+
+    def post(self, request: Request) -> Response:
+        data = CosignatureInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = cosignature_submit(**data.validated_data)
         return Response(
-            ProofSerializer(receipt_proof(org=principal.org, action_hash=action_hash)).data
+            CosignatureOutputSerializer(result.as_dict()).data,
+            status=201 if result.created else 200,
         )
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="receipt_proof_teampath",
-        summary="A mirrored receipt's transparency proof object (the team's key, receipts:write)",
-        tags=["transparency"],
-        responses={
-            200: ok(ProofSerializer, "The proof object (§5.1)"),
-            **teampath_errors(
-                s404=teampath_error(["receipt_not_found"], "No such receipt for the key's team"),
-                s409=teampath_error(["proof_pending"], _PENDING),
-            ),
-        },
-    )
-)
-class TeamReceiptProofApi(_ProfileApi):
-    """GET /v1/receipts/{receiptId}/proof, team-path."""
+class TileRoute(PublicLogApi):
+    def get(self, request: Request, tile: str) -> HttpResponse:
+        ref = parse_tile_path(tile)
+        if ref is None:
+            raise TileNotFound("not a tile path")
+        response = HttpResponse(tile_bytes(ref), content_type="application/octet-stream")
+        response["Cache-Control"] = TILE_CACHE
+        return response
 
-    profile = "teampath"
-    authentication_classes = [BearerApiKeyAuthentication]
-    permission_classes = [scope_required(Scope.RECEIPTS_WRITE)]
-    throttle_classes = [OrgRateThrottle]
 
-    def get(self, request: Request, receipt_id: str) -> Response:
-        principal: object = request.user
-        assert isinstance(principal, ApiKeyPrincipal)
-        return Response(
-            ProofSerializer(receipt_proof(org=principal.org, action_hash=receipt_id)).data
-        )
+PROOF_PENDING = "Not yet in a checkpoint: retry after `Retry-After` seconds"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from django.urls import URLPattern, path, register_converter
 
-from apps.api.transparency import KEYSCOPED, TEAMPATH, ReceiptProofApi, TeamReceiptProofApi
+from apps.api.keyscoped import transparency as keyscoped
+from apps.api.teampath import transparency as teampath
 
 
 class RestOfPathConverter:
@@ -24,28 +27,30 @@ register_converter(RestOfPathConverter, "rest")
 
 
 def log_urlpatterns(profile: str) -> list[URLPattern]:
-    views = KEYSCOPED if profile == "keyscoped" else TEAMPATH
+    views: ModuleType = keyscoped if profile == "keyscoped" else teampath
     if profile == "keyscoped":
         proof = path(
-            "v1/receipts/<str:action_hash>/proof", ReceiptProofApi.as_view(), name="receipt-proof"
+            "v1/receipts/<str:action_hash>/proof",
+            keyscoped.ReceiptProofApi.as_view(),
+            name="receipt-proof",
         )
     else:
         proof = path(
             "v1/receipts/<str:receipt_id>/proof",
-            TeamReceiptProofApi.as_view(),
+            teampath.TeamReceiptProofApi.as_view(),
             name="receipt-proof",
         )
     return [
         proof,
-        path("v1/log/checkpoint", views["checkpoint"].as_view(), name="log-checkpoint"),
-        path("v1/log/consistency", views["consistency"].as_view(), name="log-consistency"),
+        path("v1/log/checkpoint", views.CheckpointApi.as_view(), name="log-checkpoint"),
+        path("v1/log/consistency", views.ConsistencyApi.as_view(), name="log-consistency"),
         path(
             "v1/log/orgs/<str:org_id>/consistency",
-            views["org_consistency"].as_view(),
+            views.OrgConsistencyApi.as_view(),
             name="log-org-consistency",
         ),
-        path("v1/log/leaves", views["leaves"].as_view(), name="log-leaves"),
-        path("v1/log/witnesses", views["witnesses"].as_view(), name="log-witnesses"),
-        path("v1/log/cosignatures", views["cosignatures"].as_view(), name="log-cosignatures"),
-        path("v1/log/tile/<rest:tile>", views["tile"].as_view(), name="log-tile"),
+        path("v1/log/leaves", views.LeavesApi.as_view(), name="log-leaves"),
+        path("v1/log/witnesses", views.WitnessesApi.as_view(), name="log-witnesses"),
+        path("v1/log/cosignatures", views.CosignatureSubmitApi.as_view(), name="log-cosignatures"),
+        path("v1/log/tile/<rest:tile>", views.TileApi.as_view(), name="log-tile"),
     ]

@@ -69,6 +69,18 @@ class ApprovalFlag(models.TextChoices):
     AUTO_APPROVE_REFUSED = "auto_approve_refused", "Auto-approve refused"
 
 
+# Where ``approval_with_votes`` (selectors) puts an approval's counted votes.
+COUNTED_VOTES_ATTR = "prefetched_counted_votes"
+# A vote counts unless an explicit open set it aside (it stays in the history).
+COUNTED_VOTE = models.Q(set_aside_at__isnull=True)
+
+
+class ApprovalQuerySet(models.QuerySet["Approval"]):
+    def overdue_at(self, now: datetime) -> ApprovalQuerySet:
+        """Pending approvals whose signed expiry has passed at ``now``: the sweep's work."""
+        return self.filter(status=ApprovalStatus.PENDING, expires_at__lt=now)
+
+
 class Approval(models.Model):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
     approval_id = models.CharField(max_length=40, unique=True)
@@ -117,6 +129,8 @@ class Approval(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ApprovalQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["org", "action_hash"], name="approval_org_action")
@@ -144,14 +158,35 @@ class Approval(models.Model):
     def __str__(self) -> str:
         return f"{self.approval_id} {self.status}"
 
+    # --- The approval at time t: the one home of the expiry rule (server.md §6) ------------
+    # Every reader (both profiles' views, the console, the vote path, the sweep) asks these;
+    # tests/approvals/test_expiry_home.py fails if an ``expires_at`` comparison appears
+    # anywhere else.
+
+    def expiry_passed_at(self, now: datetime) -> bool:
+        """Whether the signed expiry has passed at ``now`` (its own instant still counts as
+        before it); never, without an expiry."""
+        return self.expires_at is not None and now > self.expires_at
+
+    def takes_votes_at(self, now: datetime) -> bool:
+        """Pending and not past its signed expiry. Past it, votes are refused whatever
+        ``on_timeout`` says, even while an escalated approval stays pending; an approval the
+        agent decided locally, or one settled, takes none."""
+        return self.status == ApprovalStatus.PENDING and not self.expiry_passed_at(now)
+
+    def expired_unsettled_at(self, now: datetime) -> bool:
+        """Past its expiry without having been settled before it: what refuses a late vote
+        (410) once the lock applied the expiry, rather than calling it settled (409)."""
+        if self.expires_at is None or now <= self.expires_at:
+            return False
+        return self.resolved_at is None or self.resolved_at >= self.expires_at
+
     def expiry_outcome(self, now: datetime) -> dict[str, object] | None:
         """The fields the expiry changes (``status``, ``resolved_at``, ``flag``) once it has
         passed at ``now``, or None while it has not (or nothing changes). An approval that
         ends by expiring ended at its expiry, whenever that is noticed (a read, the sweep,
         a late vote), so every reader sees the same answer. Pure: nothing is written."""
-        if self.status != ApprovalStatus.PENDING or self.expires_at is None:
-            return None
-        if now <= self.expires_at:
+        if self.status != ApprovalStatus.PENDING or not self.expiry_passed_at(now):
             return None
         if self.on_timeout == "deny":
             return {
@@ -170,6 +205,64 @@ class Approval(models.Model):
                 return None
             return {"status": self.status, "resolved_at": self.resolved_at, "flag": flag}
         return {"status": ApprovalStatus.EXPIRED, "resolved_at": self.expires_at, "flag": self.flag}
+
+    @property
+    def api_status(self) -> str:
+        """The status the APIs report, within the values each profile documents
+        (``pending``, ``approved``, ``rejected``; team-path also ``expired``): an approval
+        the agent closed with its own unsigned decision reports ``rejected`` (no human
+        approval is recorded and no vote will be taken), its ``local_decision`` beside it."""
+        if self.status == ApprovalStatus.DECIDED_LOCALLY:
+            return ApprovalStatus.REJECTED.value
+        return str(self.status)
+
+    def outcome_at(self, now: datetime) -> str:
+        """Team-path's ``ApprovalOutcome`` at ``now``: the status as the APIs report it,
+        except that an approval no counted vote decided is ``expired`` once past
+        ``expiresAt`` (whatever its ``on_timeout``: server.md §6). A vote set aside decides
+        nothing."""
+        if self.status == ApprovalStatus.DECIDED_LOCALLY:
+            return self.api_status
+        decided = self.status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED)
+        if decided and self.counted_vote_list():
+            return self.api_status
+        if self.expiry_passed_at(now):
+            return ApprovalStatus.EXPIRED.value
+        return str(self.status)
+
+    def decision_at(self, now: datetime) -> str | None:
+        """The settled outcome at ``now`` (``outcome_at``), or None while it is pending."""
+        outcome = self.outcome_at(now)
+        return None if outcome == ApprovalStatus.PENDING else outcome
+
+    def deciding_approver_at(self, now: datetime) -> str | None:
+        """The key whose counted vote settled it; None while pending or once expired, and
+        when no vote decided it (closed locally by the agent)."""
+        votes = self.counted_vote_list()
+        if not votes or self.outcome_at(now) in (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED):
+            return None
+        return votes[-1].approver_public_key
+
+    def voter_state_at(self, now: datetime) -> str:
+        """What the approver page says of it at ``now``: ``pending`` while it takes votes;
+        a pending approval past its expiry (escalated, or waiting for the sweep) is what it
+        is to a voter, ``expired``; otherwise its status."""
+        if self.status == ApprovalStatus.PENDING and self.expiry_passed_at(now):
+            return ApprovalStatus.EXPIRED.value
+        return str(self.status)
+
+    def counted_vote_list(self) -> list[ApprovalVote]:
+        """The votes that count, in vote order: every vote but those set aside when an
+        explicit open changed the terms they were cast under. Read once per record where a
+        selector prefetched them (``approval_with_votes``); queried otherwise."""
+        prefetched: list[ApprovalVote] | None = self.__dict__.get(COUNTED_VOTES_ATTR)
+        if prefetched is not None:
+            return prefetched
+        return list(self.counted_votes())
+
+    def counted_votes(self) -> models.QuerySet[ApprovalVote]:
+        """The counted votes as a query (the vote path filters it under the row lock)."""
+        return self.votes.filter(COUNTED_VOTE)
 
     @property
     def lane(self) -> str:

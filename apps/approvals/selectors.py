@@ -7,12 +7,19 @@ import copy
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.utils import timezone
 
 from apps.approvals.content import action_spec, signed_approval_block
 from apps.approvals.errors import AmbiguousTicket, ApprovalNotFound
-from apps.approvals.models import Approval, ApprovalStatus, ApprovalVote, ApproverKey
+from apps.approvals.models import (
+    COUNTED_VOTE,
+    COUNTED_VOTES_ATTR,
+    Approval,
+    ApprovalStatus,
+    ApprovalVote,
+    ApproverKey,
+)
 from apps.common.stored_json import stored_value
 from apps.receipts.columns import indexed_text
 from apps.receipts.models import MirrorEntry
@@ -104,19 +111,21 @@ def mirrored_content(*, org: Org, action_hash: str) -> dict[str, Any] | None:
 
 
 def counted_votes(approval: Approval) -> QuerySet[ApprovalVote]:
-    """The votes that count: every vote but those set aside when an explicit open changed
-    the terms they were cast under (those stay in the history)."""
-    return approval.votes.filter(set_aside_at__isnull=True)
+    """The votes that count (:meth:`Approval.counted_votes`: set-aside votes stay in the
+    history, uncounted)."""
+    return approval.counted_votes()
 
 
-def approval_api_status(approval: Approval) -> str:
-    """The status the APIs report, within the values each profile documents (``pending``,
-    ``approved``, ``rejected``; team-path also ``expired``): an approval the agent closed
-    with its own unsigned decision reports ``rejected`` (no human approval is recorded and
-    no vote will be taken), its ``local_decision`` said beside it."""
-    if approval.status == ApprovalStatus.DECIDED_LOCALLY:
-        return ApprovalStatus.REJECTED.value
-    return str(approval.status)
+def approval_with_votes(approval: Approval) -> Approval:
+    """``approval`` with its counted votes read once, for a record that shows them and
+    derives its outcome and deciding approver from them (:meth:`Approval.outcome_at`)."""
+    prefetch_related_objects(
+        [approval],
+        Prefetch(
+            "votes", queryset=ApprovalVote.objects.filter(COUNTED_VOTE), to_attr=COUNTED_VOTES_ATTR
+        ),
+    )
+    return approval
 
 
 # The outcomes team-path reports (an approval the agent closed locally reports rejected).
@@ -126,20 +135,6 @@ TEAMPATH_OUTCOMES = [
     ApprovalStatus.REJECTED.value,
     ApprovalStatus.EXPIRED.value,
 ]
-
-
-def approval_outcome(approval: Approval) -> str:
-    """Team-path's ``ApprovalOutcome``: the status as the APIs report it, except that an
-    approval nobody decided is ``expired`` once past ``expiresAt`` (whatever its
-    ``on_timeout``: server.md §6)."""
-    decided = approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED) and (
-        counted_votes(approval).exists()
-    )
-    if decided or approval.status == ApprovalStatus.DECIDED_LOCALLY:
-        return approval_api_status(approval)
-    if approval.expires_at is not None and timezone.now() > approval.expires_at:
-        return ApprovalStatus.EXPIRED.value
-    return approval.status
 
 
 # How far back along a session's chain a lifecycle link may answer a suspension (the

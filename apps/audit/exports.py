@@ -53,6 +53,13 @@ class ExportsBusy(DomainError):
     code = "conflict"
 
 
+class ExportNotReady(DomainError):
+    """The export's file was asked for before it is ready (queued, running or failed)."""
+
+    status = HTTPStatus.CONFLICT
+    code = "conflict"
+
+
 def evidence_export_request(
     *, org: Org, window: EvidenceWindow, requested_by: User | None = None
 ) -> EvidenceExportJob:
@@ -84,6 +91,20 @@ def evidence_export_job(*, org: Org, export_id: str) -> EvidenceExportJob:
     job = EvidenceExportJob.objects.filter(org=org, export_id=export_id).first()
     if job is None:
         raise NotFound(f"no evidence export {export_id!r} in this org")
+    return job
+
+
+def export_is_ready(job: EvidenceExportJob) -> bool:
+    """Whether the job's file can be downloaded: built and stored."""
+    return job.status == ExportStatus.READY
+
+
+def evidence_export_ready(*, org: Org, export_id: str) -> EvidenceExportJob:
+    """The org's export with ``export_id``, whose file is ready to download (404 for no such
+    export here, 409 while it is queued or running, or once it failed)."""
+    job = evidence_export_job(org=org, export_id=export_id)
+    if not export_is_ready(job):
+        raise ExportNotReady(f"the export is {job.status}, not ready")
     return job
 
 

@@ -31,6 +31,20 @@ def error_response(*, status: HTTPStatus, code: str, message: str) -> JsonRespon
     return JsonResponse(keyscoped_body(message), status=status)
 
 
+def profile_error_response(
+    *, code: str, message: str, status: HTTPStatus, teampath_status: HTTPStatus | None = None
+) -> JsonResponse:
+    """A refusal answered outside DRF with the deployment's own mapping: on team-path its
+    team-path status (``teampath_status`` where the profiles differ, as
+    ``DomainError.teampath_status``) and body, on key-scoped the key-scoped status and
+    ``{"detail"}`` body. The key-scoped body also carries ``error`` and ``message``: a
+    console page's script reads those two on either profile."""
+    if settings.API_PROFILE == "teampath":
+        return JsonResponse(teampath_body(code, message), status=teampath_status or status)
+    body = {**keyscoped_body(message), "error": code, "message": message}
+    return JsonResponse(body, status=status)
+
+
 def logged_already(response: R) -> R:
     """Keep Django from logging this answer again at ERROR (it logs every 5xx).
 

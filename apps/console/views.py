@@ -19,12 +19,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.approvals.models import Approval, ApprovalStatus, ApproverKey, VoteDecision
+from apps.approvals.models import Approval, ApproverKey, VoteDecision
 from apps.approvals.selectors import approval_roster, counted_votes
 from apps.common.errors import DomainError, InvalidJson, PayloadTooLarge
 from apps.common.json_body import parse_json_body, read_json_bytes
 from apps.common.request_guard import answers_json
-from apps.common.responses import teampath_body
+from apps.common.responses import profile_error_response
 from apps.console.services import (
     APPROVAL_ID_PREFIX,
     approval_by_access_token,
@@ -138,15 +138,7 @@ def approval_state(approval: Approval) -> dict[str, Any]:
     }
 
 
-def _takes_votes(approval: Approval, now: datetime) -> bool:
-    """Pending and not past its signed expiry. Past it, votes are refused whatever
-    ``on_timeout`` says (server.md §6), even while an escalated approval stays pending."""
-    if approval.status != ApprovalStatus.PENDING:
-        return False
-    return approval.expires_at is None or now <= approval.expires_at
-
-
-def approval_outcome(approval: Approval) -> dict[str, Any]:
+def outcome_summary(approval: Approval, now: datetime) -> dict[str, Any]:
     """What the page shows of an approval that takes no more votes: its outcome only.
 
     Nothing of the action: not its content, nor the rule, workflow or account it came
@@ -155,11 +147,7 @@ def approval_outcome(approval: Approval) -> dict[str, Any]:
     return {
         "approval_id": approval.approval_id,
         # A pending approval past its expiry is shown as what it is to a voter: expired.
-        "state": (
-            ApprovalStatus.EXPIRED.value
-            if approval.status == ApprovalStatus.PENDING
-            else approval.status
-        ),
+        "state": approval.voter_state_at(now),
         "status": approval.status,
         "flag": approval.flag,
         "decided_at": approval.resolved_at.isoformat() if approval.resolved_at else None,
@@ -182,10 +170,11 @@ def approval_page(request: HttpRequest, ref: str) -> HttpResponse:
         response = _approver_page(request, "console/approval_missing.html", {})
         response.status_code = HTTPStatus.NOT_FOUND
         return response
-    if not _takes_votes(approval, timezone.now()):
+    now = timezone.now()
+    if not approval.takes_votes_at(now):
         # Settled or expired: the outcome only, no action content and no vote form.
         return _approver_page(
-            request, "console/approval.html", {"outcome": approval_outcome(approval)}
+            request, "console/approval.html", {"outcome": outcome_summary(approval, now)}
         )
     page = {
         **approval_state(approval),
@@ -200,9 +189,20 @@ def approval_page(request: HttpRequest, ref: str) -> HttpResponse:
 
 
 def _error(status: HTTPStatus, code: str, message: str) -> JsonResponse:
-    """The page's vote endpoint answers in the team-path error body on both profiles (the
-    page's script reads ``error`` and ``message``)."""
-    return JsonResponse(teampath_body(code, message), status=status)
+    """A refusal of the request itself (no such approval, a body of the wrong shape): the
+    same status on both profiles, in the deployment's error body."""
+    return profile_error_response(code=code, message=message, status=status)
+
+
+def _refusal(error: DomainError) -> JsonResponse:
+    """The vote's refusal as the deployment's profile answers the same vote on its API
+    (an expired approval: 410 on team-path, 409 key-scoped)."""
+    return profile_error_response(
+        code=error.code,
+        message=error.message,
+        status=error.status,
+        teampath_status=error.teampath_status,
+    )
 
 
 @answers_json
@@ -234,5 +234,5 @@ def approval_vote_endpoint(request: HttpRequest, ref: str) -> JsonResponse:
             co_sig_b64=body.get("co_sig_b64"),
         )
     except DomainError as error:
-        return _error(error.status, error.code, error.message)
+        return _refusal(error)
     return JsonResponse(approval_state(settled))

@@ -17,14 +17,16 @@ from apps.api.keyscoped.audit import AuditChainApi, EvidenceExportApi
 from apps.api.keyscoped.console_tokens import ConsoleTokenObtainApi, ConsoleTokenRefreshApi
 from apps.api.keyscoped.events import (
     EmailSubscriptionsApi,
-    EvidenceExportDownloadApi,
-    EvidenceExportJobApi,
-    EvidenceExportRequestApi,
     WebhookDeliveryListApi,
     WebhookEndpointDetailApi,
     WebhookEndpointListApi,
     WebhookEndpointRotateSecretApi,
     WebhookRedeliverApi,
+)
+from apps.api.keyscoped.exports import (
+    EvidenceExportDownloadApi,
+    EvidenceExportJobApi,
+    EvidenceExportRequestApi,
 )
 from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.api.keyscoped.receipts import ReceiptPushApi

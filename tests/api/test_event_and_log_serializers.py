@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from apps.api.keyscoped.events import EvidenceExportJobSerializer
+from apps.api.keyscoped.exports import EvidenceExportJobSerializer
 from apps.api.openapi import profile_document
 from apps.api.openapi_events import EVENT_COMPONENTS
 from apps.api.serializers import NoMembersSerializer

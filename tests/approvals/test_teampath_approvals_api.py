@@ -8,6 +8,8 @@ from http import HTTPStatus
 
 import pytest
 from blake3 import blake3
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.approvals.models import Approval, ApprovalStatus, ApprovalVote
 from apps.approvals.selectors import eligible_approvers
@@ -18,6 +20,8 @@ from tests.receipts.factories import as_text
 from tests.teampath_fixtures import TEAMPATH, assert_error
 
 pytestmark = TEAMPATH
+
+VOTE_TABLE = f'"{ApprovalVote._meta.db_table}"'
 
 SCOPE = "payments.review"
 
@@ -274,6 +278,30 @@ class TestPollAndSettle:
             acme, result["approvalId"], approvers[1].token(receipt["content"], scope=SCOPE)
         )
         assert_error(late, HTTPStatus.CONFLICT, "approval_settled")
+
+    @pytest.mark.parametrize("route", ["poll", "token"])
+    def test_a_settled_record_reads_its_votes_once(self, acme, opened, approvers, route):
+        """The record's outcome, deciding approver and vote list come from one read of the
+        counted votes, not a query per member (there were five)."""
+        receipt, result = opened
+        token = approvers[0].token(receipt["content"], scope=SCOPE)
+        with CaptureQueriesContext(connection) as queries:
+            if route == "token":
+                response = submit(acme, result["approvalId"], token)
+            else:
+                submit(acme, result["approvalId"], token)
+                queries.initial_queries = len(connection.queries_log)
+                response = acme.get(f"/v1/approvals/{result['approvalId']}")
+        assert response.json()["approval" if route == "poll" else "outcome"]
+        vote_reads = [
+            query["sql"]
+            for query in queries.captured_queries
+            if query["sql"].startswith("SELECT") and VOTE_TABLE in query["sql"].split(" WHERE ")[0]
+        ]
+        # The token route also reads votes to judge the vote (the nonce, the key's earlier
+        # vote); the record itself adds one read.
+        expected = 1 if route == "poll" else 3
+        assert len(vote_reads) == expected, vote_reads
 
 
 class TestAuthorization:

@@ -598,3 +598,31 @@ def test_an_expired_token_vote_is_refused(cast) -> None:
     )
     assert response.status_code == HTTPStatus.FORBIDDEN
     assert "expired" in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("profile", "status", "body"),
+    [
+        # The team-path API answers a vote after the expiry 410 {error, message}.
+        ("teampath", HTTPStatus.GONE, {"error", "message"}),
+        # The key-scoped API answers it 409 {detail}; the page's script reads error, message.
+        ("keyscoped", HTTPStatus.CONFLICT, {"detail", "error", "message"}),
+    ],
+)
+def test_a_vote_after_the_expiry_answers_with_the_profiles_own_mapping(
+    cast, settings, profile, status, body
+) -> None:
+    settings.API_PROFILE = profile
+    alice = Approver("alice")
+    approver_key_register(org=cast.acme, public_key=alice.public, key_id="alice")
+    receipt = suspended_receipt(Agent())
+    token, _ = open_with_token(cast, receipt, expires_at=timezone.now() - timedelta(minutes=5))
+    vote = alice.token(stored_content(receipt), scope="payment.large.requires_approval")
+    response = Client().post(
+        f"/approve/{token}/vote", json.dumps({"token": vote}), content_type="application/json"
+    )
+    assert response.status_code == status
+    answer = response.json()
+    assert set(answer) == body
+    assert answer["error"] == "approval_expired"
+    assert "expired" in answer["message"]

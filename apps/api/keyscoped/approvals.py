@@ -32,7 +32,7 @@ from apps.api.serializers import (
     raw_body_members,
 )
 from apps.approvals.models import Approval, ApprovalStatus
-from apps.approvals.selectors import approval_api_status, approval_get
+from apps.approvals.selectors import approval_get
 from apps.approvals.services import (
     approval_assembly,
     approval_open,
@@ -74,7 +74,7 @@ class ApprovalViewSerializer(BaseOutputSerializer):
                                     ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED]}
     )  # fmt: skip
     def get_status(self, approval: Approval) -> str:
-        return approval_api_status(approval)
+        return approval.api_status
 
     class Meta:
         ref_name = "ApprovalView"

@@ -8,34 +8,23 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
-from django.http import FileResponse
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
-from rest_framework.fields import empty
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.keyscoped.base import DashboardApi
-from apps.api.openapi import keyscoped_error, keyscoped_errors, ok, path_parameter, ref
+from apps.api.openapi import keyscoped_errors, ok, path_parameter, ref
 from apps.api.permissions import console_principal, role_required
 from apps.api.serializers import (
-    EvidenceWindowInput,
     NoMembersSerializer,
     Rfc3339Field,
     StrictBooleanField,
     StrictCharField,
 )
-from apps.audit.evidence import parse_window
-from apps.audit.exports import (
-    evidence_export_job,
-    evidence_export_request,
-    export_file_response,
-)
-from apps.audit.models import EvidenceExportJob, ExportStatus
-from apps.common.errors import InvalidInput, NotFound
+from apps.common.errors import NotFound
 from apps.events.delivery import signing_secrets
 from apps.events.destinations import url_shown
 from apps.events.models import (
@@ -148,50 +137,6 @@ class WebhookDeliverySerializer(serializers.Serializer[Any]):
 
     class Meta:
         ref_name = "WebhookDelivery"
-
-
-class EvidenceExportJobSerializer(serializers.Serializer[EvidenceExportJob]):
-    """A background evidence export: its state, and its links."""
-
-    id = serializers.CharField(source="export_id")
-    status = serializers.ChoiceField(ExportStatus.values)
-    created_at = Rfc3339Field()
-    finished_at = Rfc3339Field(allow_null=True)
-    size = serializers.IntegerField(allow_null=True)
-    sha256 = serializers.SerializerMethodField()
-    error = serializers.CharField()
-    url = serializers.SerializerMethodField(help_text="Poll here.")
-    download_url = serializers.SerializerMethodField(help_text="Once ready.")
-
-    class Meta:
-        ref_name = "EvidenceExportJob"
-
-    def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
-        # ``from`` and ``to`` are Python keywords: declared here, in the wire's order.
-        fields = super().get_fields()
-        window = {
-            name: serializers.DateField(source=f"window_{name}", allow_null=True)
-            for name in ("from", "to")
-        }
-        order = ("id", "status", "from", "to")
-        return {
-            **{name: {**fields, **window}[name] for name in order},
-            **{name: field for name, field in fields.items() if name not in order},
-        }
-
-    @extend_schema_field({"type": "string", "nullable": True})
-    def get_sha256(self, job: EvidenceExportJob) -> str | None:
-        return job.sha256 or None
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_url(self, job: EvidenceExportJob) -> str:
-        return reverse("evidence-export-job", args=[job.export_id])
-
-    @extend_schema_field({"type": "string", "nullable": True})
-    def get_download_url(self, job: EvidenceExportJob) -> str | None:
-        if job.status != ExportStatus.READY:
-            return None
-        return reverse("evidence-export-download", args=[job.export_id])
 
 
 def no_members(request: Request) -> None:
@@ -422,93 +367,3 @@ class EmailSubscriptionsApi(_ReadsFor):
             org=member.org, user=member.user, event_types=data.validated_data["event_types"]
         )
         return Response(self.OutputSerializer({"event_types": wanted}).data)
-
-
-_EXPORT_ID = path_parameter("export_id", "The export's id (`exp_…`).")
-
-
-class EvidenceExportRequestApi(DashboardApi):
-    permission_classes = [role_required(Role.AUDITOR)]
-
-    class InputSerializer(EvidenceWindowInput):
-        """The window of the synchronous export, read the same way; a ``null`` body is
-        refused as any other non-object."""
-
-        class Meta:
-            ref_name = "EvidenceExportJobRequest"
-
-        def run_validation(self, data: Any = empty) -> Any:
-            if data is None:
-                return self.to_internal_value(data)
-            return super().run_validation(data)
-
-    @extend_schema(
-        operation_id="evidence_export_request",
-        summary="Build the evidence tar in the background; answers 202 with the link to poll "
-        "(auditor+)",
-        tags=["dashboard"],
-        description="An org has at most `EVIDENCE_EXPORTS_PER_ORG` (default 2) exports queued "
-        "or running; one more is refused 409 until one of them is ready or has failed (a "
-        "conflict with the org's state, not a rate: no `Retry-After` could be promised).",
-        request=InputSerializer,
-        responses={
-            202: ok(EvidenceExportJobSerializer),
-            **keyscoped_errors(
-                403,
-                422,
-                s409=keyscoped_error(
-                    "The org already has `EVIDENCE_EXPORTS_PER_ORG` exports queued or running."
-                ),
-            ),
-        },
-    )
-    def post(self, request: Request) -> Response:
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        window = parse_window(data.validated_data.get("from"), data.validated_data.get("to"))
-        member = console_principal(request).membership
-        job = evidence_export_request(org=member.org, window=window, requested_by=member.user)
-        body = EvidenceExportJobSerializer(job).data
-        response = Response(body, status=HTTPStatus.ACCEPTED)
-        response["Location"] = body["url"]
-        return response
-
-
-class EvidenceExportJobApi(DashboardApi):
-    permission_classes = [role_required(Role.AUDITOR)]
-
-    @extend_schema(
-        operation_id="evidence_export_job",
-        summary="A background evidence export's state (auditor+)",
-        tags=["dashboard"],
-        parameters=[_EXPORT_ID],
-        responses={200: ok(EvidenceExportJobSerializer), **keyscoped_errors(403, 404)},
-    )
-    def get(self, request: Request, export_id: str) -> Response:
-        job = evidence_export_job(org=console_principal(request).org, export_id=export_id)
-        return Response(EvidenceExportJobSerializer(job).data)
-
-
-class EvidenceExportDownloadApi(DashboardApi):
-    permission_classes = [role_required(Role.AUDITOR)]
-
-    @extend_schema(
-        operation_id="evidence_export_download",
-        summary="A ready background evidence export's tar (auditor+)",
-        tags=["dashboard"],
-        parameters=[_EXPORT_ID],
-        responses={
-            (200, "application/x-tar"): OpenApiResponse(response=OpenApiTypes.BINARY),
-            **keyscoped_errors(403, 404, 409),
-        },
-    )
-    def get(self, request: Request, export_id: str) -> FileResponse:
-        job = evidence_export_job(org=console_principal(request).org, export_id=export_id)
-        if job.status != ExportStatus.READY:
-            raise ExportNotReady(f"the export is {job.status}, not ready")
-        return export_file_response(job)
-
-
-class ExportNotReady(InvalidInput):
-    status = HTTPStatus.CONFLICT
-    code = "conflict"

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import re
-from http import HTTPStatus
 from typing import Any
 
-import orjson
-from django.http import HttpResponse, HttpResponseBase
+from django.http import HttpResponseBase
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -16,9 +14,9 @@ from rest_framework.response import Response
 from apps.api.keyscoped.base import KeyScopedSdkApi
 from apps.api.openapi import keyscoped_error, keyscoped_errors, ok
 from apps.api.permissions import scope_required, sdk_principal
-from apps.api.serializers import BaseOutputSerializer, HashField, ReceiptField, raw_body_members
+from apps.api.push import FastInput, push_members, push_response
+from apps.api.serializers import BaseOutputSerializer, HashField, ReceiptField
 from apps.approvals.services import claimed_action_hash, receipt_intake
-from apps.common.json_body import read_json_bytes
 from apps.common.vocabulary import TRUST_LEVELS
 from apps.receipts.errors import QuotaExceeded
 from apps.receipts.services import AppendOutcome
@@ -31,8 +29,11 @@ _HEX64 = re.compile("[0-9a-f]{64}")
 class ReceiptPushApi(KeyScopedSdkApi):
     permission_classes = [scope_required(Scope.RECEIPTS_WRITE)]
 
-    class InputSerializer(serializers.Serializer[Any]):
+    class InputSerializer(FastInput):
         """``{receipt, supersedes_action_hash?}``; unknown members are ignored."""
+
+        raw_members = ("receipt",)
+        shape = "{receipt, supersedes_action_hash?}"
 
         receipt = ReceiptField(error_messages={"required": "this member is required"})
         supersedes_action_hash = HashField(
@@ -58,6 +59,17 @@ class ReceiptPushApi(KeyScopedSdkApi):
                     {"receipt.content": "must be present and a JSON object"}
                 )
             return attrs
+
+        @classmethod
+        def takes_as_is(cls, members: dict[str, Any]) -> bool:
+            """A receipt with a ``content`` object and no supersede, or a well-formed one:
+            what the fields and ``validate`` above pass unchanged."""
+            supersedes = members.get("supersedes_action_hash")
+            content = dict(object_members(members.get("receipt")) or []).get("content")
+            hash_ok = supersedes is None or (
+                isinstance(supersedes, str) and _HEX64.fullmatch(supersedes) is not None
+            )
+            return content is not None and object_members(content) is not None and hash_ok
 
     class OutputSerializer(BaseOutputSerializer):
         """The entry, with the level the service stored (server.md §1) and the receipt's
@@ -125,15 +137,13 @@ class ReceiptPushApi(KeyScopedSdkApi):
     )
     def post(self, request: Request) -> HttpResponseBase:
         principal = sdk_principal(request)
-        members = raw_body_members(
-            read_json_bytes(request), shape="{receipt, supersedes_action_hash?}", raw=["receipt"]
-        )
-        receipt, supersedes = self.validated(members)
+        data = push_members(request, self.InputSerializer)
+        receipt = data["receipt"]
         try:
             outcome = receipt_intake(
                 org=principal.org,
                 receipt=receipt,
-                supersedes_action_hash=supersedes,
+                supersedes_action_hash=data.get("supersedes_action_hash"),
                 api_key=principal.api_key,
             )
         except QuotaExceeded as refusal:
@@ -144,44 +154,12 @@ class ReceiptPushApi(KeyScopedSdkApi):
                 "detail": refusal.message,
             }
             return Response(self.QuotaSerializer(quota).data, status=refusal.status)
-        return HttpResponse(
-            self.rendered(self.answer(outcome)),
-            status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
-            content_type="application/json",
-        )
-
-    # The push is the service's hot path, and instantiating a DRF serializer deep-copies
-    # its fields: the two serializers cost about a sixth of a push's CPU. So a well-formed
-    # body and every answer are handled directly (the answer rendered by orjson); the
-    # serializers stay the description (the OpenAPI document is inferred from them), decide
-    # every refusal, and a test holds the direct path to them (tests/api/test_serializers.py).
-
-    @classmethod
-    def validated(cls, members: dict[str, Any]) -> tuple[JsonValue, str | None]:
-        """``(receipt, supersedes_action_hash)`` of the body's members: a body the
-        ``InputSerializer`` would take as it is, taken directly; any other goes through
-        the serializer, whose refusal is the answer (422)."""
-        receipt = members.get("receipt")
-        supersedes = members.get("supersedes_action_hash")
-        content = dict(object_members(receipt) or []).get("content")
-        hash_ok = supersedes is None or (
-            isinstance(supersedes, str) and _HEX64.fullmatch(supersedes) is not None
-        )
-        if content is not None and object_members(content) is not None and hash_ok:
-            return receipt, supersedes
-        data = cls.InputSerializer(data=members)
-        data.is_valid(raise_exception=True)
-        return data.validated_data["receipt"], data.validated_data.get("supersedes_action_hash")
-
-    @staticmethod
-    def rendered(answer: dict[str, Any]) -> bytes:
-        """The answer's bytes, as DRF's ``JSONRenderer`` writes them (compact), by orjson:
-        the renderer's ``json.dumps`` was a twentieth of the push's own CPU."""
-        return orjson.dumps(answer)
+        return push_response(self.answer(outcome), appended=outcome.appended)
 
     @staticmethod
     def answer(outcome: AppendOutcome) -> dict[str, Any]:
-        """What ``OutputSerializer(outcome).data`` is, written directly."""
+        """What ``OutputSerializer(outcome).data`` is, written directly (the fast path of
+        ``apps.api.push``)."""
         answer: dict[str, Any] = {
             "status": "appended" if outcome.appended else "duplicate",
             "entry_hash": outcome.action_hash,

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 
 import orjson
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -40,12 +42,11 @@ from apps.api.serializers import (
 from apps.api.teampath.base import TeamPathApi
 from apps.approvals.content import is_suspended
 from apps.approvals.errors import ReceiptNotSuspended
-from apps.approvals.models import Approval, ApprovalStatus, VoteDecision
+from apps.approvals.models import Approval, VoteDecision
 from apps.approvals.selectors import (
     TEAMPATH_OUTCOMES,
     approval_get_by_id,
-    approval_outcome,
-    counted_votes,
+    approval_with_votes,
 )
 from apps.approvals.services import (
     approval_open_with_access_token,
@@ -71,6 +72,10 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
     """The ``Approval`` record: the decision, the approver whose vote settled it, who voted
     how and when."""
 
+    # Its instance is an approval as of a moment (``context["now"]``, else now) whose
+    # counted votes a selector read once (``approval_with_votes``): the outcome, the
+    # deciding approver and the vote list all come from that one read.
+
     approvalId = serializers.CharField(source="approval_id")
     actionHash = HashField(source="action_hash", help_text="The suspended receipt's action_hash.")
     receiptId = HashField(source="action_hash", help_text="The same as `actionHash`.")
@@ -94,6 +99,12 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
     class Meta:
         ref_name = "Approval"
 
+    def _now(self) -> datetime:
+        now: datetime | None = self.context.get("now")
+        if now is None:
+            now = self.context["now"] = timezone.now()
+        return now
+
     @extend_schema_field(
         {
             "type": "string",
@@ -103,20 +114,15 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
         }
     )
     def get_decision(self, approval: Approval) -> str | None:
-        outcome = approval_outcome(approval)
-        return None if outcome == ApprovalStatus.PENDING else outcome
+        return approval.decision_at(self._now())
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_approverPublicKey(self, approval: Approval) -> str | None:
-        outcome = approval_outcome(approval)
-        votes = list(counted_votes(approval))
-        if not votes or outcome in (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED):
-            return None
-        return votes[-1].approver_public_key
+        return approval.deciding_approver_at(self._now())
 
     @extend_schema_field({"type": "string", "enum": TEAMPATH_OUTCOMES})
     def get_outcome(self, approval: Approval) -> str:
-        return approval_outcome(approval)
+        return approval.outcome_at(self._now())
 
     @extend_schema_field({"type": "string", "nullable": True, "enum": [
         "approved", "denied", "expired", "completed", None]})  # fmt: skip
@@ -129,7 +135,7 @@ class ApprovalRecordSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(ApprovalVoteSerializer(many=True))
     def get_votes(self, approval: Approval) -> list[dict[str, Any]]:
-        return list(ApprovalVoteSerializer(counted_votes(approval), many=True).data)
+        return list(ApprovalVoteSerializer(approval.counted_vote_list(), many=True).data)
 
 
 APPROVAL_ID_PARAMETER = path_parameter("approval_id", "The id returned on opening.")
@@ -248,11 +254,13 @@ class ApprovalPollApi(TeamPathApi):
         },
     )
     def get(self, request: Request, approval_id: str) -> Response:
-        approval = approval_get_by_id(org=sdk_principal(request).org, approval_id=approval_id)
-        outcome = approval_outcome(approval)
-        settled = outcome != ApprovalStatus.PENDING
-        poll = {"outcome": outcome, "approval": approval if settled else None}
-        return Response(self.OutputSerializer(poll).data)
+        now = timezone.now()
+        approval = approval_with_votes(
+            approval_get_by_id(org=sdk_principal(request).org, approval_id=approval_id)
+        )
+        settled = approval.decision_at(now) is not None
+        poll = {"outcome": approval.outcome_at(now), "approval": approval if settled else None}
+        return Response(self.OutputSerializer(poll, context={"now": now}).data)
 
 
 class ApprovalTokenSubmitApi(TeamPathApi):
@@ -318,4 +326,4 @@ class ApprovalTokenSubmitApi(TeamPathApi):
         data.is_valid(raise_exception=True)
         approval = approval_get_by_id(org=org, approval_id=approval_id)
         settled = approval_vote_with_token(approval=approval, token=data.validated_data["token"])
-        return Response(ApprovalRecordSerializer(settled).data)
+        return Response(ApprovalRecordSerializer(approval_with_votes(settled)).data)

@@ -13,7 +13,6 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
-from django.conf import settings
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.request import Request
@@ -23,9 +22,8 @@ from apps.api.authentication import ApiKeyAuthentication, ApiKeyPrincipal, prese
 from apps.api.base import ExceptionHandler, RateLimitedApi, flatten_validation
 from apps.api.throttles import OrgRateThrottle
 from apps.common.capacity import TRANSIENT_DATABASE_ERRORS
-from apps.common.errors import DomainError, InvalidJson, NotFound
+from apps.common.errors import DomainError, NotFound
 from apps.common.responses import teampath_body
-from apps.receipts.verifier import DecodeError, JsonValue, parse_json
 from apps.tenancy.models import Org
 
 logger = logging.getLogger(__name__)
@@ -140,12 +138,3 @@ def team_of_key(principal: ApiKeyPrincipal, team_id: str) -> Org:
     if team_id != org.slug:
         raise TeamNotFound(f"no team {team_id!r} for this API key")
     return org
-
-
-def parse_body(body: bytes) -> JsonValue:
-    """The body parsed strictly (repeated member names and number spellings kept, so a
-    receipt reaches the verifier exactly as sent); not JSON is ``invalid_json``."""
-    try:
-        return parse_json(body, max_depth=settings.JSON_BODY_MAX_DEPTH)
-    except DecodeError as error:
-        raise InvalidJson(f"invalid JSON body: {error}") from error

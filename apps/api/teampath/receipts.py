@@ -13,15 +13,18 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpResponseBase
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
+from rest_framework.fields import empty
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.openapi import ok, receipt_refusal, ref, teampath_error, teampath_errors
 from apps.api.permissions import scope_required, sdk_principal
+from apps.api.push import parse_body, push_receipt, push_response
 from apps.api.serializers import BaseOutputSerializer, BatchReceiptField
-from apps.api.teampath.base import TeamPathApi, domain_error_response, parse_body
+from apps.api.teampath.base import TeamPathApi, domain_error_response
 from apps.approvals.services import (
     RECEIPT_REFUSALS,
     claimed_action_hash,
@@ -154,30 +157,27 @@ class ReceiptPushApi(TeamPathApi):
 
     permission_classes = [scope_required(Scope.RECEIPTS_WRITE)]
 
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponseBase:
         principal = sdk_principal(request)
-        body = read_json_bytes(request)
-        value = parse_body(body)
-        if object_members(value) is None:
-            raise InvalidInput("the body must be the receipt, a JSON object")
+        value = push_receipt(request)
         try:
             outcome = receipt_intake(
                 org=principal.org, receipt=value, api_key=principal.api_key, open_approval=False
             )
         except RECEIPT_REFUSALS as refusal:
             return domain_error_response(refusal, **refused_result(value, refusal))
-        return Response(
-            accepted_result(outcome),
-            status=HTTPStatus.CREATED if outcome.appended else HTTPStatus.OK,
-        )
+        return push_response(accepted_result(outcome), appended=outcome.appended)
 
 
 class ReceiptBatchInputSerializer(serializers.Serializer[Any]):
     """``{"receipts": [...]}``: 1 to ``TEAMPATH_BATCH_MAX`` receipts, each handed on as the
-    strict decoder parsed it. The body is checked by ``parse_batch_body``: too many receipts
+    strict decoder parsed it. The body as a whole is checked here: too many receipts
     is its own code (``batch_too_large``), which a list field's length check cannot say."""
 
-    refuses_unknown_members = True  # parse_batch_body; documented as a closed object
+    # The route's validator: it reads the strictly parsed body itself (a repeated member
+    # name is only visible before it is a dict); every item is judged on its own by the
+    # intake, so none is refused here.
+    refuses_unknown_members = True  # documented as a closed object
 
     receipts = serializers.ListField(
         child=BatchReceiptField(),
@@ -188,29 +188,33 @@ class ReceiptBatchInputSerializer(serializers.Serializer[Any]):
     class Meta:
         ref_name = "ReceiptBatchRequest"
 
+    def run_validation(self, data: Any = empty) -> Any:
+        # A ``null`` body is refused like any other non-object, in the same words.
+        return self.to_internal_value(data)
 
-def parse_batch_body(value: JsonValue) -> list[JsonValue]:
-    """The ``receipts`` array of ``{"receipts": [...]}``: 1 to ``TEAMPATH_BATCH_MAX`` items."""
-    members = object_members(value)
-    if members is None:
-        raise InvalidInput("the body must be a JSON object {receipts: [...]}")
-    names = [name for name, _ in members]
-    if len(names) != len(set(names)):
-        raise InvalidInput("the body repeats a member name")
-    unknown = sorted(set(names) - {"receipts"})
-    if unknown:
-        raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
-    receipts = dict(members).get("receipts")
-    if receipts is None:
-        raise InvalidInput("receipts: this member is required")
-    if not isinstance(receipts, list):
-        raise InvalidInput("receipts: must be an array of receipts")
-    if not receipts:
-        raise InvalidInput("receipts: must hold at least one receipt")
-    limit: int = settings.TEAMPATH_BATCH_MAX
-    if len(receipts) > limit:
-        raise BatchTooLarge(f"receipts: at most {limit} receipts per batch, got {len(receipts)}")
-    return receipts
+    def to_internal_value(self, data: Any) -> dict[str, list[JsonValue]]:
+        members = object_members(data)
+        if members is None:
+            raise InvalidInput("the body must be a JSON object {receipts: [...]}")
+        names = [name for name, _ in members]
+        if len(names) != len(set(names)):
+            raise InvalidInput("the body repeats a member name")
+        unknown = sorted(set(names) - {"receipts"})
+        if unknown:
+            raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
+        receipts = dict(members).get("receipts")
+        if receipts is None:
+            raise InvalidInput("receipts: this member is required")
+        if not isinstance(receipts, list):
+            raise InvalidInput("receipts: must be an array of receipts")
+        if not receipts:
+            raise InvalidInput("receipts: must hold at least one receipt")
+        limit: int = settings.TEAMPATH_BATCH_MAX
+        if len(receipts) > limit:
+            raise BatchTooLarge(
+                f"receipts: at most {limit} receipts per batch, got {len(receipts)}"
+            )
+        return {"receipts": receipts}
 
 
 @extend_schema_view(
@@ -245,8 +249,9 @@ class ReceiptBatchPushApi(TeamPathApi):
 
     def post(self, request: Request) -> Response:
         principal = sdk_principal(request)
-        body = read_json_bytes(request)
-        receipts = parse_batch_body(parse_body(body))
+        data = ReceiptBatchInputSerializer(data=parse_body(read_json_bytes(request)))
+        data.is_valid(raise_exception=True)
+        receipts = data.validated_data["receipts"]
         outcomes = receipt_intake_batch(
             org=principal.org, receipts=receipts, api_key=principal.api_key
         )

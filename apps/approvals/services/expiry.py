@@ -38,9 +38,7 @@ def approvals_sweep(*, now: datetime | None = None) -> int:
     """Apply every overdue pending approval's on_timeout outcome; the number changed."""
     now = now or timezone.now()
     changed = 0
-    overdue = Approval.objects.filter(
-        status=ApprovalStatus.PENDING, expires_at__lt=now
-    ).values_list("pk", flat=True)
+    overdue = Approval.objects.overdue_at(now).values_list("pk", flat=True)
     for pk in list(overdue):
         with transaction.atomic():
             locked = Approval.objects.select_for_update().get(pk=pk)

@@ -60,13 +60,6 @@ from apps.receipts.verifier import content_bytes, content_hash
 from apps.tenancy.models import Org
 
 
-def _past_expiry(approval: Approval, now: datetime) -> bool:
-    """Expired without having been settled before its expiry."""
-    if approval.expires_at is None or now <= approval.expires_at:
-        return False
-    return approval.resolved_at is None or approval.resolved_at >= approval.expires_at
-
-
 def _vote_content(approval: Approval, action_content: dict[str, Any] | None) -> dict[str, Any]:
     """The suspended content a vote is verified against (approvals.md §2): the stored one,
     or, for an approval that has none yet, the vote's own when it hashes to the approval."""
@@ -221,7 +214,7 @@ def approval_vote_with_token(
                            eligible=eligible_approvers(locked, content=content), record=leg[0],
                            co_sig_b64=leg[1], claims=claims)  # fmt: skip
         expire_locked(locked, now)
-        if _past_expiry(locked, now):
+        if locked.expired_unsettled_at(now):
             raise ApprovalExpired(f"the approval expired at {locked.expires_at:%Y-%m-%dT%H:%M:%SZ}")
         if locked.status != ApprovalStatus.PENDING:
             raise ApprovalSettled(f"the approval is already {locked.status}")
@@ -313,7 +306,7 @@ def approval_vote_by_link(
     link's action hash stands for the token's nonce (spent once). Returns why it cannot
     count, or None once counted."""
     content: dict[str, Any] = orjson.loads(locked.suspended_content)
-    if _past_expiry(locked, now):
+    if locked.expired_unsettled_at(now):
         return "it arrived after the approval's signed expiry, when no vote counts any more"
     if signer in producer_keys_of(locked, content):
         return "its signer produced the suspended receipt: nobody approves their own action"
