@@ -199,9 +199,13 @@ def test_every_app_is_on_a_floor() -> None:
     assert apps <= set(FLOORS), apps - set(FLOORS)
 
 
-# Known violations, (file, target), each left for a move under way (none now). Delete an
-# entry once its violation is gone (test_known_violations_are_still_there says when).
-KNOWN: set[tuple[str, str]] = set()
+# Known violations, (file, target), each with its reason. Delete an entry once its violation
+# is gone (test_known_violations_are_still_there says when).
+KNOWN: set[tuple[str, str]] = {
+    # The evidence export task's path before it moved to audit: queued rows written by the
+    # previous release still name it, and the reclaim matches them (one release).
+    ("apps/audit/exports.py", "apps.events.tasks.build_evidence_export"),
+}
 
 
 def is_known(violation: str) -> bool:
