@@ -118,10 +118,10 @@ def _view_modules(root: Path) -> frozenset[str]:
 
 
 def is_view_module(module: str) -> bool:
-    """A module that defines views. A profile's ``base`` is not one: it holds the shared
-    HTTP code the views are built on."""
+    """A module that defines views. A ``base`` (a profile's, or a ``<feature>_base`` both
+    profiles share) is not one: it holds the shared HTTP code the views are built on."""
     parts = module.split(".")
-    if len(parts) < 2 or parts[-1] == "base":
+    if len(parts) < 2 or parts[-1] == "base" or parts[-1].endswith("_base"):
         return False
     in_profile = parts[1] == "api" and len(parts) == 4 and parts[2] in ("keyscoped", "teampath")
     return in_profile or module == "apps.console.views" or module in _view_modules(APPS)

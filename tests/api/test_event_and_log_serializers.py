@@ -15,7 +15,7 @@ from apps.api.keyscoped.exports import EvidenceExportJobSerializer
 from apps.api.openapi import profile_document
 from apps.api.openapi_events import EVENT_COMPONENTS
 from apps.api.serializers import NoMembersSerializer
-from apps.api.transparency import CosignatureInputSerializer, ProofSerializer
+from apps.api.transparency_base import CosignatureInputSerializer, ProofSerializer
 from apps.audit.models import EvidenceExportJob, ExportStatus
 from apps.common.errors import InvalidInput
 

@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from apps.api.transparency import CosignRateThrottle, PublicLogThrottle
+from apps.api.transparency_base import CosignRateThrottle, PublicLogThrottle
 
 pytestmark = pytest.mark.django_db
 

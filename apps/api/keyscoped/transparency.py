@@ -1,5 +1,5 @@
 """Key-scoped routes of the transparency log (transparency.md §5, §6): the public log
-routes over their shared work (``apps.api.transparency``), in this profile's error contract
+routes over their shared work (``apps.api.transparency_base``), in this profile's error contract
 (a body or query refusal is 422), and the receipt's proof on the SDK and dashboard planes."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from apps.api.authentication import (
 from apps.api.openapi import keyscoped_error, keyscoped_errors, ok
 from apps.api.permissions import role_required, scope_required
 from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle
-from apps.api.transparency import (
+from apps.api.transparency_base import (
     PROOF_PENDING,
     CheckpointRoute,
     ConsistencyRoute,

@@ -1,5 +1,5 @@
 """Team-path routes of the transparency log (transparency.md §5, §6): the public log
-routes over their shared work (``apps.api.transparency``), in this profile's error contract
+routes over their shared work (``apps.api.transparency_base``), in this profile's error contract
 and codes (a body or query refusal is 400, a refused cosignature 422), and the receipt's
 proof with the team's key."""
 
@@ -14,7 +14,7 @@ from apps.api.openapi import ok, teampath_error, teampath_errors
 from apps.api.permissions import scope_required
 from apps.api.teampath.base import BearerApiKeyAuthentication
 from apps.api.throttles import OrgRateThrottle
-from apps.api.transparency import (
+from apps.api.transparency_base import (
     PROOF_PENDING,
     CheckpointRoute,
     ConsistencyRoute,
