@@ -10,8 +10,8 @@ and answers 503 with Retry-After until the database is back (DatabaseUnavailable
 Once the application and its URL conf are loaded, everything they allocated is moved out
 of the garbage collector's reach (``gc.freeze``): it lives as long as the worker, yet every
 full collection walked it again. A batch of receipts allocates enough containers to set
-off those collections; measured in-process, the collector's time fell from about 17 to
-5 us a receipt. What a request allocates is still collected as before.
+off those collections; measured in-process, the collector's time a receipt fell to about
+a third (docs/performance/receipts.md). What a request allocates is still collected as before.
 """
 
 import gc

@@ -1,8 +1,9 @@
 """The push routes' fast path, shared by both profiles' ``POST /v1/receipts``.
 
 The push is the service's hot path, and instantiating a DRF serializer deep-copies its
-fields: for a push, the input and output serializers cost about a sixth of its CPU, and
-DRF's ``JSONRenderer`` another twentieth. So the push routes read their body through here:
+fields: for a push, the input and output serializers and DRF's ``JSONRenderer`` are a
+measurable share of its CPU (docs/performance/receipts.md). So the push routes read their
+body through here:
 
 * the body is read once by the receipt decoder's strict reader (a receipt reaches the
   verifier exactly as sent: repeated names and number spellings kept);

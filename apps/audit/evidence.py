@@ -17,7 +17,7 @@ Contents (``manifest.json`` lists each file's size, SHA-256 and BLAKE3):
   ``verify_receipts --chain`` checks as one session chain;
 * ``VERIFY.md`` - how to check all of it.
 
-Memory: constant, whatever the window (issue 15: an export built in memory let one auditor
+Memory: constant, whatever the window (an export built in memory would let one auditor
 exhaust a worker; deploy/bench/evidence_memory.py measures it). The layout stays as it was,
 manifest first: a tar member's size precedes its data and the manifest hashes every other
 member, so every member is spooled to disk before the first byte is sent:

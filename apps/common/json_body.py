@@ -1,4 +1,4 @@
-"""Reading JSON request bodies: one set of rules for every route (issue 15).
+"""Reading JSON request bodies: one set of rules for every route.
 
 Every JSON body goes through ``read_json_bytes`` (transport) and ``apps.common.json_text``
 (text and values):

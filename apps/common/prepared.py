@@ -18,7 +18,7 @@ Both work on Django's own connection: the same session (org context), database e
 translated to Django's (a lost database is still answered 503). They speak libpq through
 psycopg's binding (``pgconn``) and adapters (parameters dumped and rows loaded as
 psycopg's cursors would): psycopg's own pipeline waits on the socket once per statement,
-which cost the push about 60 us of CPU (README, "Performance"). psycopg itself is told
+which costs the push measurable CPU (docs/performance/receipts.md). psycopg itself is told
 never to prepare on these connections (Django's cursors bind client-side and never do):
 after a rollback psycopg deallocates *every* prepared statement once it has prepared one
 of its own. A transaction-mode pooler could not carry prepared statements, nor this
@@ -207,8 +207,8 @@ def pipelined_transaction() -> Iterator[Callable[[], Statement]]:
     This speaks libpq's pipeline mode through psycopg's libpq binding (``pgconn``) and its
     adapters (parameters dumped and rows loaded exactly as psycopg's cursors would), not
     through psycopg's cursors: in pipeline mode those wait on the socket once per statement
-    sent, which cost the push's three statements about 60 us of CPU more than one flush a
-    round trip (110 against 53 us in a loop of appends: the README's performance section).
+    sent, which costs the push's three statements more CPU than one flush a round trip
+    (docs/performance/receipts.md has the figures).
 
     Nothing else may use the connection until the block ends: any statement through
     Django's cursors or this module raises :class:`StatementInPipeline` (and the block

@@ -1,6 +1,6 @@
 """Refusals of a request as a whole, before any view, session or credential lookup reads it.
 
-Hostile input must get a 4xx, never a 500 and never a log record at ERROR (issue 15). These
+Hostile input must get a 4xx, never a 500 and never a log record at ERROR. These
 are the refusals that do not depend on the route's own body rules (``apps.common.json_body``):
 
 * U+0000 (NUL) in the path, the query string (``%00``) or a header value: nothing this

@@ -93,8 +93,8 @@ _RELATED_MANY = (
 def array_literal(values: list[Any]) -> str:
     """A PostgreSQL array literal of ``values`` (strings or integers), each element
     double-quoted with its backslashes and quotes escaped, for a ``%s::text[]`` or
-    ``%s::bigint[]`` parameter: psycopg dumps a Python list element by element, about
-    6.5 us a receipt for a batch's three arrays; one string is one dump."""
+    ``%s::bigint[]`` parameter: psycopg dumps a Python list element by element, which
+    costs a batch measurably per receipt; one string is one dump."""
     quoted = ('"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"' for value in values)
     return "{" + ",".join(quoted) + "}"
 
@@ -123,11 +123,11 @@ def related_many_params(
 @cache
 def _insert_entries() -> str:
     """INSERT of any number of entries in one statement (PostgreSQL): every column but the
-    receipt text from one JSON array of objects (one member a column; orjson writes it in
-    microseconds, where dumping one PostgreSQL array a column costs psycopg about 100 us a
-    receipt), zipped row by row (``ROWS FROM``) with the receipt texts as one binary
-    ``text[]``. Inside the JSON each receipt's quotes were escaped and PostgreSQL un-escaped
-    them again, about 7 us a receipt of its CPU; binary, they are copied."""
+    receipt text from one JSON array of objects (one member a column; orjson writes it far
+    faster than psycopg dumps one PostgreSQL array a column), zipped row by row (``ROWS
+    FROM``) with the receipt texts as one binary ``text[]``. Inside the JSON each receipt's
+    quotes would be escaped and PostgreSQL would un-escape them again; binary, they are
+    copied."""
     json_columns = [column for column in ENTRY_COLUMNS if column != "receipt"]
     definitions = ", ".join(
         f"{field.column} {field.db_type(connection)}"

@@ -2,8 +2,8 @@
 
 Every SDK request presents its key. Resolving it costs a database round trip (the
 ``SECURITY DEFINER`` resolver) and, before that, a read of the client address's
-failed-authentication budget in the shared cache: together about a fifth of a worker's
-time on a receipt push (profiled on 2 cores). An agent pushes with the same key many times a second,
+failed-authentication budget in the shared cache: a large share of a worker's time on a
+receipt push (docs/performance/receipts.md). An agent pushes with the same key many times a second,
 so each worker keeps the keys it authenticated, by their digest, for
 ``API_KEY_CACHE_SECONDS`` (5 s by default; 0 turns the cache off).
 

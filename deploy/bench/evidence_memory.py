@@ -168,7 +168,7 @@ def measure(slug: str) -> dict[str, Any]:
             "/v1/evidence/export", body, content_type="application/json"
         )
         assert response.status_code == 200, response.status_code
-        if isinstance(response, StreamingHttpResponse):  # since issue 15
+        if isinstance(response, StreamingHttpResponse):  # the streamed export
             chunks = cast(Iterator[bytes], response.streaming_content)
             size = sum(len(chunk) for chunk in chunks)
         else:  # built in memory, as before
