@@ -1,7 +1,7 @@
 """Both OpenAPI documents against snapshots: no route, status, parameter or body field lost.
 
 The snapshots under ``tests/data/openapi/`` were taken from the hand-written documents before
-the descriptions moved into the views' serializers (issue 17). A live document may say more
+the descriptions moved into the views' serializers. A live document may say more
 than its snapshot, never less: every path and method, every response status and content
 type, every parameter, and every property of every request and response body (``$ref`` and
 ``allOf`` resolved, arrays and maps followed, recursively) must still be there. The shapes

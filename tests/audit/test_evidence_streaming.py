@@ -1,4 +1,4 @@
-"""Evidence export in constant memory (issue 15): built on disk, streamed by the API and the
+"""Evidence export in constant memory: built on disk, streamed by the API and the
 console alike, every streamed byte hashed by the manifest; a window whose end no date can
 hold is refused in the profile's error body, never a 500."""
 

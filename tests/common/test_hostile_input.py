@@ -1,4 +1,4 @@
-"""Hostile input to every route of both profiles (issue 15): always a 4xx in the error body of
+"""Hostile input to every route of both profiles: always a 4xx in the error body of
 what the path routes to, never a 500, never a log record at ERROR.
 
 The routes are not listed by hand: each profile's root URL conf is walked, so a route added

@@ -1,4 +1,4 @@
-"""Each finding of issue 15 §1, one test each: the input that gave a 500 (or Django's HTML
+"""Each input refusal finding, one test each: the input that gave a 500 (or Django's HTML
 page, or a last-wins read) and the 4xx in the profile's error body it gets now, with no log
 record at ERROR. The whole corpus over every route is tests/common/test_hostile_input.py;
 receipts with a NUL are tests/receipts/test_nul_in_receipts.py."""

@@ -1,6 +1,6 @@
 """The browser verifier (/verify) gives the Python verifier's verdict on hostile receipts:
 NUL outside and inside ``action.fields`` (server.md §1), nesting past the limit, numbers no
-double or typed integer holds (issue 15). Skipped without Chromium, like the page's other
+double or typed integer holds. Skipped without Chromium, like the page's other
 browser tests."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""U+0000 (NUL) in a signed receipt, as server.md §1 decides (issue 15).
+"""U+0000 (NUL) in a signed receipt, as server.md §1 decides.
 
 A NUL in a member name or string outside the free-form ``action.fields`` object makes the
 receipt Malformed at decode: key-scoped 422, team-path 400, and in a team-path batch a

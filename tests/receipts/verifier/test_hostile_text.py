@@ -1,6 +1,6 @@
 """Hostile receipt text, vector style: every case is a clean verdict, never an exception.
 
-Before issue 15 three of these escaped the verifier as exceptions (a 500 on the push
+Once, three of these escaped the verifier as exceptions (a 500 on the push
 routes): nesting in ``fields`` past the canonical serializer's limit (``TypeError``), past
 the interpreter's recursion limit (``RecursionError``), and a typed integer of thousands of
 digits (``ValueError`` from ``int()``). ``HOSTILE_CASES`` is shared with the browser
