@@ -177,3 +177,23 @@ def test_the_openapi_document_describes_every_event_payload(cast) -> None:
     paths = profile_document("keyscoped")["paths"]
     assert "/v1/webhooks" in paths
     assert "/v1/evidence/exports" in paths
+
+
+def test_api_endpoint_acts_are_recorded_in_the_org_audit_trail(cast, dashboard, acme_endpoint):
+    from apps.tenancy.models import AuditKind, OrgAuditEvent
+
+    client = dashboard("manager")
+    path = f"/v1/webhooks/{acme_endpoint.endpoint_id}"
+    assert client.post(f"{path}/rotate-secret").status_code == HTTPStatus.OK
+    assert client.patch(path, {"enabled": False}, format="json").status_code == HTTPStatus.OK
+    assert client.patch(path, {"enabled": True}, format="json").status_code == HTTPStatus.OK
+    trail = list(
+        OrgAuditEvent.objects.filter(org=cast.acme, kind__startswith="webhook_endpoint.")
+        .order_by("id")
+        .values_list("kind", "via", "actor")
+    )
+    assert trail == [
+        (AuditKind.WEBHOOK_SECRET_ROTATED, "api", "acme-manager"),
+        (AuditKind.WEBHOOK_ENDPOINT_DISABLED, "api", "acme-manager"),
+        (AuditKind.WEBHOOK_ENDPOINT_ENABLED, "api", "acme-manager"),
+    ]

@@ -50,6 +50,7 @@ from apps.events.services import (
     webhook_endpoint_rotate_secret,
     webhook_endpoint_update,
 )
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role
 
 
@@ -243,8 +244,12 @@ class WebhookEndpointDetailApi(_ReadsFor):
     def patch(self, request: Request, endpoint_id: str) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
-        endpoint = webhook_endpoint_update(endpoint=endpoint, **data.validated_data)
+        member = console_principal(request)
+        endpoint = webhook_endpoint_get(org=member.org, endpoint_id=endpoint_id)
+        endpoint = webhook_endpoint_update(
+            endpoint=endpoint, actor=Actor.api(user=member.membership.user),
+            **data.validated_data,
+        )  # fmt: skip
         return Response(WebhookEndpointSerializer(endpoint, context=_reader(request)).data)
 
     @extend_schema(
@@ -276,8 +281,11 @@ class WebhookEndpointRotateSecretApi(_ReadsFor):
     )
     def post(self, request: Request, endpoint_id: str) -> Response:
         no_members(request)
-        endpoint = webhook_endpoint_get(org=console_principal(request).org, endpoint_id=endpoint_id)
-        endpoint = webhook_endpoint_rotate_secret(endpoint=endpoint)
+        member = console_principal(request)
+        endpoint = webhook_endpoint_get(org=member.org, endpoint_id=endpoint_id)
+        endpoint = webhook_endpoint_rotate_secret(
+            endpoint=endpoint, actor=Actor.api(user=member.membership.user)
+        )
         return Response(
             WebhookEndpointWithSecretSerializer(endpoint, context=_reader(request)).data
         )
