@@ -285,11 +285,21 @@ def keep_trying(
     return False
 
 
+def paced(count: int, seconds: float) -> Any:
+    """Yield 0..count-1, spread evenly over ``seconds`` (a client that keeps pushing for the
+    whole run, before, during and after the failover, rather than racing through its work)."""
+    started = time.monotonic()
+    for index in range(count):
+        time.sleep(max(0.0, started + index * seconds / count - time.monotonic()))
+        yield index
+
+
 def ks_push_client(
-    outcome: Outcome, port: int, key: str, texts: list[str], deadline: float
+    outcome: Outcome, port: int, key: str, texts: list[str], deadline: float, seconds: float
 ) -> None:
     acknowledged = outcome.acknowledged.setdefault("ks", set())
-    for text in texts:
+    for index in paced(len(texts), seconds):
+        text = texts[index]
         body = json.loads('{"receipt":' + text + "}")
 
         def accept(payload: bytes, action_hash: str = body["receipt"]["content"]["action_hash"]):
@@ -308,10 +318,13 @@ def ks_push_client(
 
 
 def tp_batch_client(
-    outcome: Outcome, port: int, key: str, texts: list[str], size: int, deadline: float
-) -> None:
+    outcome: Outcome, port: int, key: str, texts: list[str], size: int, deadline: float,
+    seconds: float,
+) -> None:  # fmt: skip
     acknowledged = outcome.acknowledged.setdefault("tp", set())
-    for start in range(0, len(texts), size):
+    batches = range(0, len(texts), size)
+    for index in paced(len(batches), seconds):
+        start = batches[index]
         receipts = [json.loads(text) for text in texts[start : start + size]]
 
         def accept(payload: bytes, receipts: list[dict[str, Any]] = receipts) -> None:
@@ -547,14 +560,15 @@ def drill(seconds: float = 20.0, kill_after: float = 5.0, clients: int = 3) -> d
         threads = (
             [
                 threading.Thread(
-                    target=ks_push_client, args=(outcome, ks.port, ks_key_secret, texts, deadline)
+                    target=ks_push_client,
+                    args=(outcome, ks.port, ks_key_secret, texts, deadline, seconds),
                 )
                 for texts in ks_texts
             ]
             + [
                 threading.Thread(
                     target=tp_batch_client,
-                    args=(outcome, tp.port, tp_key_secret, texts, 10, deadline),
+                    args=(outcome, tp.port, tp_key_secret, texts, 10, deadline, seconds),
                 )
                 for texts in tp_texts
             ]
