@@ -10,7 +10,7 @@ numbers are not coerced.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 
 from django.conf import settings
@@ -23,6 +23,7 @@ from rest_framework import serializers
 from apps.api.openapi import HEX64, ref
 from apps.common.errors import InvalidInput, InvalidJson
 from apps.common.json_body import plain_member
+from apps.common.timestamps import utc_text
 from apps.receipts.verifier import DecodeError, object_members, parse_json
 
 HASH_HELP = "64 lowercase hex"
@@ -88,7 +89,7 @@ class Rfc3339Field(serializers.DateTimeField):
     """A datetime in UTC with a ``Z`` suffix, the team-path spelling."""
 
     def to_representation(self, value: datetime) -> str:
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return utc_text(value)
 
 
 class BaseOutputSerializer(serializers.Serializer[Any]):

@@ -15,11 +15,13 @@ import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import IO, Any
 
 from blake3 import blake3
+
+from apps.common.timestamps import utc_text
 
 # Bytes per chunk handed to the web server.
 STREAM_CHUNK = 64 * 1024
@@ -34,7 +36,7 @@ def json_item(value: Any) -> str:
 
 
 def iso(moment: datetime | None) -> str | None:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
+    return utc_text(moment)
 
 
 class Spool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from apps.common.timestamps import utc_text
 from apps.events.models import EndpointFormat, Event, WebhookEndpoint
 
 
@@ -15,7 +16,7 @@ def standard_body(event: Event) -> str:
     return json.dumps(
         {
             "type": event.type,
-            "timestamp": event.created_at.isoformat().replace("+00:00", "Z"),
+            "timestamp": utc_text(event.created_at),
             "data": event.payload,
         },
         separators=(",", ":"),

@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.common import metrics, outbound
+from apps.common.timestamps import utc_text
 from apps.receipts.append_sql import (
     AppendStatements,
     LockedHead,
@@ -489,7 +490,7 @@ def refusals_record(*, org: Org, refusals: Sequence[tuple[str, str]]) -> None:
     together = transaction.atomic() if outbound.wanted(org.pk, "receipt.refused") else nullcontext()
     with together, connection.cursor() as cursor:
         cursor.execute(_count_refusals(len(counts)), params)
-        refused_at = now.isoformat().replace("+00:00", "Z")
+        refused_at = utc_text(now)
         for kind, action_hash in refusals:
             outbound.emit(
                 org_id=org.pk,

@@ -7,7 +7,6 @@ slug and must be the key's own org.
 
 from __future__ import annotations
 
-from datetime import UTC
 from functools import lru_cache
 from typing import Any
 
@@ -21,6 +20,7 @@ from apps.api.openapi import ok, path_parameter, teampath_error, teampath_errors
 from apps.api.permissions import scope_required, sdk_principal
 from apps.api.serializers import RawJsonField
 from apps.api.teampath.base import TeamPathApi, team_of_key
+from apps.common.timestamps import utc_text
 from apps.policy.errors import PolicyNotFound
 from apps.policy.rules import Policy, load_policy, render_policy_json
 from apps.policy.selectors import policy_active
@@ -91,7 +91,7 @@ class TeamPolicyApi(TeamPathApi):
 
         @extend_schema_field({"type": "string", "format": "date-time"})
         def get_fetchedAt(self, bundle: object) -> str:
-            return timezone.now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return utc_text(timezone.now(), timespec="seconds")
 
     @extend_schema(
         operation_id="team_policy",

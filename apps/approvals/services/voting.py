@@ -56,6 +56,7 @@ from apps.approvals.tokens import (
 )
 from apps.common import metrics
 from apps.common.errors import InvalidInput
+from apps.common.timestamps import utc_text
 from apps.receipts.verifier import content_bytes, content_hash
 from apps.tenancy.models import Org
 
@@ -215,7 +216,9 @@ def approval_vote_with_token(
                            co_sig_b64=leg[1], claims=claims)  # fmt: skip
         expire_locked(locked, now)
         if locked.expired_unsettled_at(now):
-            raise ApprovalExpired(f"the approval expired at {locked.expires_at:%Y-%m-%dT%H:%M:%SZ}")
+            raise ApprovalExpired(
+                f"the approval expired at {utc_text(locked.expires_at, timespec='seconds')}"
+            )
         if locked.status != ApprovalStatus.PENDING:
             raise ApprovalSettled(f"the approval is already {locked.status}")
         frozen = _freeze_roster(locked, content, now)
