@@ -184,12 +184,16 @@ def is_public(address: str) -> bool:
     return _globally_reachable(ip)
 
 
+# The addresses the name resolved to are not said: they would map a private network. The
+# setting that allows private destinations is named, for a developer on a laptop.
+NOT_PUBLIC = (
+    "url: not a public destination (WEBHOOK_ALLOW_PRIVATE_DESTINATIONS=true allows private "
+    "addresses, for development only)"
+)
+
+
 def _not_public() -> DestinationRefused:
-    # The addresses the name resolved to are not said: they would map a private network.
-    message = "url: not a public destination"
-    if settings.DEBUG:
-        message += " (WEBHOOK_ALLOW_PRIVATE_DESTINATIONS=true allows it in development)"
-    return DestinationRefused(message)
+    return DestinationRefused(NOT_PUBLIC)
 
 
 def resolve(url: str) -> Target:

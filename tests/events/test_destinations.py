@@ -9,6 +9,7 @@ from http import HTTPStatus
 
 import pytest
 
+from apps.events.destinations import NOT_PUBLIC as REFUSAL
 from apps.events.destinations import DestinationRefused, check_url, is_public, post
 from apps.events.models import Delivery, WebhookEndpoint
 from apps.events.services import webhook_endpoint_create
@@ -55,13 +56,13 @@ def test_a_name_with_any_private_address_is_refused_without_naming_it(
     monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
     with pytest.raises(DestinationRefused) as refused:
         check_url("https://hooks.example.com/x")
-    assert refused.value.message == "url: not a public destination"
+    assert refused.value.message == REFUSAL
 
 
-def test_in_development_the_refusal_names_the_setting_that_allows_it(
+def test_the_refusal_names_the_setting_that_allows_it_in_development(
     production_rules, settings
 ) -> None:
-    settings.DEBUG = True
+    settings.DEBUG = False
     with pytest.raises(DestinationRefused) as refused:
         check_url("http://10.1.2.3/hook")
     assert refused.value.message.startswith("url: not a public destination")
@@ -123,7 +124,7 @@ def test_the_dashboard_api_refuses_a_private_url_with_422(
         format="json",
     )
     assert response.status_code == HTTPStatus.UNPROCESSABLE_ENTITY
-    assert response.json()["detail"] == "url: not a public destination"
+    assert response.json()["detail"] == REFUSAL
     assert not WebhookEndpoint.objects.exists()
 
 
@@ -143,7 +144,7 @@ def test_a_delivery_to_an_address_that_turned_private_is_refused_at_send_time(
 
     delivery = Delivery.objects.get(endpoint=endpoint)
     assert delivery.status == "failed"
-    assert delivery.last_error == "url: not a public destination"
+    assert delivery.last_error == REFUSAL
     assert receiver.received == []
     assert receiver.unverified == []
 
@@ -239,7 +240,7 @@ def test_a_name_resolving_to_loopback_is_reached_at_the_checked_address_or_refus
     settings.WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = False
     with pytest.raises(DestinationRefused) as refused:
         check_url(url)
-    assert refused.value.message == "url: not a public destination"
+    assert refused.value.message == REFUSAL
     settings.WEBHOOK_RETRY_WINDOW_SECONDS = 1
     policy_deploy(org=cast.acme, toml=rule_toml("a", "tool_call", "allow"))
 
@@ -247,6 +248,6 @@ def test_a_name_resolving_to_loopback_is_reached_at_the_checked_address_or_refus
 
     delivery = Delivery.objects.get(endpoint=endpoint)
     assert (delivery.status, delivery.last_status_code) == ("failed", None)
-    assert delivery.last_error == "url: not a public destination"
+    assert delivery.last_error == REFUSAL
     assert receiver.received == []
     assert len(receiver.unverified) == 1  # only the request sent while it was allowed
