@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from tests.child_env import child_environment
+
 BASE_DIR = Path(settings.BASE_DIR)
 SECRET = "s" * 60
 
@@ -22,19 +24,9 @@ def closed_port() -> int:
 
 
 def run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {
-        key: value
-        for key, value in os.environ.items()
-        if key
-        not in (
-            "DATABASE_URL",
-            "MIGRATION_DATABASE_URL",
-            "DJANGO_SECRET_KEY",
-            "DEBUG",
-            # Set in this process by the browser tests' session fixture (tests/console).
-            "DJANGO_ALLOW_ASYNC_UNSAFE",
-        )
-    }
+    environ = child_environment(
+        "DATABASE_URL", "MIGRATION_DATABASE_URL", "DJANGO_SECRET_KEY", "DEBUG"
+    )
     environ.update(env)
     return subprocess.run(
         argv, cwd=BASE_DIR, env=environ, capture_output=True, text=True, timeout=60, check=False

@@ -7,7 +7,6 @@ the one `make` would build (``-o`` keeps make from rebuilding it).
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -17,15 +16,15 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from tests.child_env import child_environment
+
 # What a clone does not have (.gitignore) and what is not needed to run it.
 NOT_IN_A_CLONE = (".git", ".venv", "*.sqlite3", "local-data", "staticfiles", "screenshots",
                   "__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache", ".pytest_cache",
                   ".hypothesis", ".env")  # fmt: skip
 # The settings a developer's shell may carry: the clone runs on its own defaults (SQLite).
-# DJANGO_ALLOW_ASYNC_UNSAFE: the browser tests' session fixture sets it in this process.
 DEVELOPER_ENVIRONMENT = ("DATABASE_URL", "MIGRATION_DATABASE_URL", "DJANGO_SETTINGS_MODULE",
-                         "REDIS_URL", "API_PROFILE", "LOCAL_DATA_DIR", "DEBUG",
-                         "DJANGO_ALLOW_ASYNC_UNSAFE")  # fmt: skip
+                         "REDIS_URL", "API_PROFILE", "LOCAL_DATA_DIR", "DEBUG")  # fmt: skip
 
 
 @pytest.fixture
@@ -39,7 +38,7 @@ def clone(tmp_path: Path) -> Path:
 
 
 def run_in(clone: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    env = {name: value for name, value in os.environ.items() if name not in DEVELOPER_ENVIRONMENT}
+    env = child_environment(*DEVELOPER_ENVIRONMENT)
     return subprocess.run(
         command, cwd=clone, env=env, capture_output=True, text=True, timeout=600, check=False
     )

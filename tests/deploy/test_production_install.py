@@ -29,6 +29,7 @@ import pytest
 import yaml
 from django.conf import settings
 
+from tests.child_env import child_environment
 from tests.receipts.factories import Agent, as_text
 
 ROOT = Path(settings.BASE_DIR)
@@ -57,11 +58,9 @@ def sh_blocks(markdown: str) -> list[str]:
 
 def clean_environment() -> dict[str, str]:
     """This process's environment without the suite's database and Django settings."""
-    # DJANGO_ALLOW_ASYNC_UNSAFE: the browser tests' session fixture sets it in this process,
-    # and production's deploy check refuses it.
-    drop = ("DATABASE_URL", "MIGRATION_DATABASE_URL", "DJANGO_SETTINGS_MODULE", "PGDATABASE",
-            "DJANGO_ALLOW_ASYNC_UNSAFE")  # fmt: skip
-    return {key: value for key, value in os.environ.items() if key not in drop}
+    return child_environment(
+        "DATABASE_URL", "MIGRATION_DATABASE_URL", "DJANGO_SETTINGS_MODULE", "PGDATABASE"
+    )
 
 
 @pytest.fixture
