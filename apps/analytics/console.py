@@ -13,7 +13,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from apps.analytics.selectors import analytics_counters
-from apps.approvals.models import Approval, ApprovalStatus, ApproverKey
+from apps.approvals.models import ApproverKey
+from apps.approvals.selectors import approval_queue
 from apps.policy.models import PolicyVersion
 from apps.policy.selectors import policy_active, policy_history
 from apps.tenancy.models import Org
@@ -87,9 +88,7 @@ def org_dashboard(request: HttpRequest, org: Org, context: dict[str, object]) ->
             for c in counters
         ),
     )
-    pending = Approval.objects.filter(org=org, status=ApprovalStatus.PENDING).order_by(
-        "created_at"
-    )[:50]
+    pending = approval_queue(org=org, limit=50)
     active = policy_active(org=org)
     history = policy_history(org=org, limit=20)
     context.update(

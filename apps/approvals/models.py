@@ -80,6 +80,13 @@ class ApprovalQuerySet(models.QuerySet["Approval"]):
         """Pending approvals whose signed expiry has passed at ``now``: the sweep's work."""
         return self.filter(status=ApprovalStatus.PENDING, expires_at__lt=now)
 
+    def expiry_unstored_at(self, now: datetime) -> ApprovalQuerySet:
+        """The overdue approvals whose expiry outcome is not stored yet: the sweep's backlog
+        at ``now``. An approval left pending and flagged (``escalate``, ``auto_approve``) has
+        nothing more to store, so however old it grows it is not in it; read per org by the
+        ``approval_org_expiry`` index, this costs the sweep's lag, not the org's history."""
+        return self.overdue_at(now).filter(flag="")
+
 
 class Approval(models.Model):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -151,6 +158,12 @@ class Approval(models.Model):
                 fields=["expires_at"],
                 name="approval_pending_expiry",
                 condition=models.Q(status="pending"),
+            ),
+            # An org's sweep backlog (``expiry_unstored_at``), which the dashboard's counters
+            # add to the rollups. Not partial: a generic plan compares the status and flag as
+            # parameters, which cannot prove a partial index's condition.
+            models.Index(
+                fields=["org", "status", "flag", "expires_at"], name="approval_org_expiry"
             ),
         ]
         ordering = ["-created_at"]
@@ -322,3 +335,51 @@ class ApprovalEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class ApprovalRollup(models.Model):
+    """One org's approvals on one day (UTC): the dashboard's approval counters, read without
+    counting the org's approvals.
+
+    Kept by the database itself: a trigger on ``approvals_approval`` (migration 0009) moves
+    a row's contribution in the transaction of every INSERT, UPDATE and DELETE of an
+    approval, whatever wrote it (a service, the console, a data migration, SQL). That is why
+    it is a trigger rather than a call in each service (a write path that forgot the call
+    would drift silently) or a fold from a cursor (approval rows change in place, so no
+    column orders their committed changes as ``seq`` orders the mirror's). It is exact under
+    concurrency: each transition already holds its approval's row lock, the rollup row is
+    changed by an increment (``n = n + delta``) under that row's own lock, increments
+    commute, and a rolled-back transaction takes its increments with it.
+
+    An approval contributes, by its stored row:
+
+    - ``opened``: 1 on the day it was created;
+    - once settled, 1 in the column of its status (``approved``, ``rejected``, ``expired``,
+      ``decided_locally``) on the day it was resolved (created, if it has no time);
+    - approved or rejected with a time: 1 in ``decided`` and its time from opening to
+      decision in ``decision_micros`` (microseconds, never below 0: an approval opened
+      already past its expiry was decided at once), on the same day.
+
+    So the org's pending approvals are ``opened`` less the settled columns, over all days.
+    An expiry not stored yet (the sweep's backlog) is added at read time
+    (``apps.approvals.selectors.approval_days``) with the model's own rule.
+    :func:`apps.approvals.selectors.approval_contribution` is the same rule in Python.
+    """
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    day = models.DateField()
+    opened = models.BigIntegerField(default=0)
+    approved = models.BigIntegerField(default=0)
+    rejected = models.BigIntegerField(default=0)
+    expired = models.BigIntegerField(default=0)
+    decided_locally = models.BigIntegerField(default=0)
+    decided = models.BigIntegerField(default=0)
+    decision_micros = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "day"], name="approval_rollup_org_day")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.org_id} {self.day}: {self.opened} opened"

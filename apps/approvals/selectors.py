@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import copy
-from datetime import datetime
+from dataclasses import dataclass, fields
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from apps.approvals.content import action_spec, signed_approval_block
 from apps.approvals.errors import AmbiguousTicket, ApprovalNotFound
@@ -16,6 +19,7 @@ from apps.approvals.models import (
     COUNTED_VOTE,
     COUNTED_VOTES_ATTR,
     Approval,
+    ApprovalRollup,
     ApprovalStatus,
     ApprovalVote,
     ApproverKey,
@@ -185,3 +189,123 @@ def _chain_reaches(
             return False
         seq, previous = seq - 1, stored_value(text)["content"].get("prev_receipt_hash")
     return seq - 1 == target_seq and previous == target
+
+
+# --- The dashboard's approval counters (``ApprovalRollup``) --------------------------------
+
+
+@dataclass
+class ApprovalDay:
+    """One day of an org's approvals, as ``ApprovalRollup`` counts them."""
+
+    opened: int = 0
+    approved: int = 0
+    rejected: int = 0
+    expired: int = 0
+    decided_locally: int = 0
+    decided: int = 0
+    decision_micros: int = 0
+
+    @property
+    def settled(self) -> int:
+        return self.approved + self.rejected + self.expired + self.decided_locally
+
+    def add(self, other: ApprovalDay, sign: int = 1) -> None:
+        for field in fields(self):
+            name = field.name
+            setattr(self, name, getattr(self, name) + sign * getattr(other, name))
+
+
+ROLLUP_COLUMNS = tuple(field.name for field in fields(ApprovalDay))
+_SETTLED = ("approved", "rejected", "expired", "decided_locally")
+
+
+def approval_contribution(
+    *, created_at: datetime, status: str, resolved_at: datetime | None
+) -> dict[date, ApprovalDay]:
+    """What one approval row adds to its org's rollups (``ApprovalRollup``): the rule the
+    database trigger applies (approvals migration 0009), for what is added at read time and
+    for the tests that recount."""
+    days = {_utc_day(created_at): ApprovalDay(opened=1)}
+    if status == ApprovalStatus.PENDING:
+        return days
+    settled = days.setdefault(_utc_day(resolved_at or created_at), ApprovalDay())
+    if status in _SETTLED:
+        setattr(settled, str(status), getattr(settled, str(status)) + 1)
+    if status in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED) and resolved_at is not None:
+        settled.decided += 1
+        settled.decision_micros += max(0, (resolved_at - created_at) // timedelta(microseconds=1))
+    return days
+
+
+def approval_days(*, org: Org, now: datetime | None = None) -> dict[date, ApprovalDay]:
+    """The org's approvals per day as they stand at ``now``: the rollups, plus the expiry
+    outcomes the sweep has not stored yet (``Approval.expiry_outcome``, the rule every
+    approval page shows), so the counters agree with the pages before and after the sweep.
+
+    One statement reads both (one snapshot): a sweep committing meanwhile is seen either
+    in the rollups or in the backlog, never in both or neither. The backlog is read by the
+    ``approval_org_expiry`` index; its cost is the sweep's lag, not the org's history."""
+    now = now or timezone.now()
+    backlog = (
+        Approval.objects.expiry_unstored_at(now)
+        .filter(org_id=org.pk)
+        .order_by()
+        .values_list("created_at", "status", "resolved_at", "expires_at", "on_timeout", "flag")
+    )
+    backlog_sql, backlog_params = backlog.query.sql_with_params()
+    padding = ", ".join(["NULL"] * 6)
+    counts = ", ".join(["NULL"] * len(ROLLUP_COLUMNS))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT day, {', '.join(ROLLUP_COLUMNS)}, {padding} "  # noqa: S608
+            f"FROM {ApprovalRollup._meta.db_table} WHERE org_id = %s "
+            f"UNION ALL SELECT NULL, {counts}, b.* FROM ({backlog_sql}) AS b",
+            [org.pk, *backlog_params],
+        )
+        rows = cursor.fetchall()
+    days: dict[date, ApprovalDay] = {}
+    width = len(ROLLUP_COLUMNS)
+    for row in rows:
+        if row[0] is not None:
+            day = row[0] if isinstance(row[0], date) else date.fromisoformat(str(row[0]))
+            days.setdefault(day, ApprovalDay()).add(ApprovalDay(*map(int, row[1 : 1 + width])))
+            continue
+        created, status, resolved, expires, on_timeout, flag = row[1 + width :]
+        stored = Approval(
+            created_at=_aware(created), status=status, resolved_at=_aware(resolved),
+            expires_at=_aware(expires), on_timeout=on_timeout, flag=flag,
+        )  # fmt: skip
+        shown = approval_as_of(stored, now)
+        for sign, approval in ((-1, stored), (1, shown)):
+            moved = approval_contribution(
+                created_at=approval.created_at, status=approval.status,
+                resolved_at=approval.resolved_at,
+            )  # fmt: skip
+            for day, counts_of_day in moved.items():
+                days.setdefault(day, ApprovalDay()).add(counts_of_day, sign)
+    return days
+
+
+def approval_queue(*, org: Org, limit: int = 50) -> list[Approval]:
+    """The org's pending approvals, oldest first, at most ``limit`` (the console's queue):
+    read by the ``approval_org_status`` index, ``limit`` rows whatever the org's history."""
+    return list(
+        Approval.objects.filter(org=org, status=ApprovalStatus.PENDING).order_by("created_at")[
+            :limit
+        ]
+    )
+
+
+def _utc_day(moment: datetime) -> date:
+    return moment.astimezone(UTC).date()
+
+
+def _aware(value: object) -> datetime | None:
+    """A timestamp from a raw cursor (SQLite hands back text), aware in UTC."""
+    if value is None:
+        return None
+    moment = value if isinstance(value, datetime) else parse_datetime(str(value))
+    if moment is None:
+        raise ValueError(f"not a timestamp: {value!r}")
+    return moment if timezone.is_aware(moment) else moment.replace(tzinfo=UTC)
