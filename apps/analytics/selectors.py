@@ -146,7 +146,17 @@ def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCou
     approved_days = {d: c.approved for d, c in by_approval_day.items()}
     rejected_days = {d: c.rejected for d, c in by_approval_day.items()}
     decided_days = {d: c.decided for d, c in by_approval_day.items()}
-    expired_note = f" ({approvals.expired:,} more expired undecided)" if approvals.expired else ""
+    # Settled without a human's decision: beside the rejections (the approval pages show an
+    # approval the agent closed itself as rejected, with its local decision).
+    others = [
+        f"{count:,} {what}"
+        for count, what in (
+            (approvals.expired, "more expired undecided"),
+            (approvals.decided_locally, "closed by the agent without a signed decision"),
+        )
+        if count
+    ]
+    rejected_note = f" ({', '.join(others)})" if others else ""
 
     activated = PolicyHead.objects.filter(org=org).values_list("activated_at", flat=True).first()
     policy_age = (now - activated).days if activated else None
@@ -193,7 +203,7 @@ def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCou
         ),
         StatCounter(
             "approvals_rejected",
-            f"Approvals rejected{expired_note}",
+            f"Approvals rejected{rejected_note}",
             approvals.rejected,
             f"{approvals.rejected:,}",
             _series(rejected_days, days),

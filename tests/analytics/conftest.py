@@ -1,1 +1,1 @@
-from tests.approvals.conftest import approvers  # noqa: F401 (shared fixture)
+from tests.approvals.conftest import approvers, sdk_client  # noqa: F401 (shared fixtures)

@@ -78,6 +78,44 @@ def mirror_rows_visited(sql: str) -> int:
     return visited
 
 
+def bulk_mirror(org_id: int, entries: int) -> None:
+    """``entries`` mirror rows for the org by one INSERT (every 7th L1, received over the
+    last 90 days), and its head row at that size: a bulk load, not the append."""
+    from tests.receipts.test_append_plans import ENTRY_TABLE
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = 0")  # the bulk load, not what is measured
+        cursor.execute(
+            f"""
+            INSERT INTO {ENTRY_TABLE} (
+                org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level,
+                claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
+                chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
+                agent_identity, workflow, verb, decision_path, rule_id)
+            SELECT %s, n, md5(n::text) || md5((n + 1)::text), 'x', '', 'action',
+                   CASE WHEN n %% 7 = 0 THEN 'L1' ELSE 'L0' END, '', '', '', '', '',
+                   now() - (n %% 90) * interval '1 day', '', NULL, '', '', '', '', '', '', ''
+            FROM generate_series(1, %s) AS n
+            """,  # noqa: S608
+            [org_id, entries],
+        )
+        cursor.execute(
+            "INSERT INTO receipts_mirrorhead (org_id, size, head, month, month_count) "
+            "VALUES (%s, %s, '', '', 0) ON CONFLICT (org_id) DO UPDATE SET size = %s",
+            [org_id, entries, entries],
+        )
+
+
+def bulk_orgs(count: int) -> None:
+    """``count`` more orgs (slugs ``bulk-1`` ...), so an org is one among thousands."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO tenancy_org (slug, name, plan, created_at) "
+            "SELECT 'bulk-' || n, 'bulk', 'free', now() FROM generate_series(1, %s) AS n",
+            [count],
+        )
+
+
 def counter(org, key: str):
     return next(c for c in analytics_counters(org=org) if c.key == key).value
 
@@ -194,31 +232,8 @@ def test_the_counters_read_never_scans_the_orgs_mirror(cast) -> None:
 
     activate_all_orgs()
     entries, tail = 200_000, 25
-    with connection.cursor() as cursor:
-        cursor.execute("SET statement_timeout = 0")  # the bulk load, not what is measured
-        cursor.execute(
-            f"""
-            INSERT INTO {ENTRY_TABLE} (
-                org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level,
-                claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
-                chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
-                agent_identity, workflow, verb, decision_path, rule_id)
-            SELECT %s, n, md5(n::text) || md5((n + 1)::text), 'x', '', 'action',
-                   CASE WHEN n %% 7 = 0 THEN 'L1' ELSE 'L0' END, '', '', '', '', '',
-                   now() - (n %% 90) * interval '1 day', '', NULL, '', '', '', '', '', '', ''
-            FROM generate_series(1, %s) AS n
-            """,  # noqa: S608
-            [cast.acme.pk, entries],
-        )
-        cursor.execute(
-            "INSERT INTO receipts_mirrorhead (org_id, size, head, month, month_count) "
-            "VALUES (%s, %s, '', '', 0) ON CONFLICT (org_id) DO UPDATE SET size = %s",
-            [cast.acme.pk, entries, entries],
-        )
-        cursor.execute(
-            "INSERT INTO tenancy_org (slug, name, plan, created_at) "
-            "SELECT 'bulk-' || n, 'bulk', 'free', now() FROM generate_series(1, 3000) AS n"
-        )
+    bulk_mirror(cast.acme.pk, entries)
+    bulk_orgs(3_000)
     rollups_fold_org(org_id=cast.acme.pk, batch=entries - tail)
     _analyze(ENTRY_TABLE, "analytics_dailyrollup", "analytics_rollupcursor")
 

@@ -88,8 +88,9 @@ def _analyze(*tables: str) -> None:
             conn.execute(f"ANALYZE {table}")
 
 
-def _generic_plan(sql: str, params: list[object]) -> list[dict]:
-    """The plan nodes PostgreSQL uses for ``sql`` once it has switched to a generic plan."""
+def _generic_plan(sql: str, params: list[object], *, analyze: bool = False) -> list[dict]:
+    """The plan nodes PostgreSQL uses for ``sql`` once it has switched to a generic plan
+    (with ``analyze``, run: each node says how many rows it actually read)."""
     placeholders = iter(range(1, 100))
     numbered = re.sub(r"%s", lambda _: f"${next(placeholders)}", sql)
     with connection.cursor() as cursor:
@@ -97,7 +98,8 @@ def _generic_plan(sql: str, params: list[object]) -> list[dict]:
         try:
             cursor.execute(f"PREPARE related_probe AS {numbered}")
             values = ", ".join(["%s"] * len(params))
-            cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE related_probe({values})", params)
+            options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+            cursor.execute(f"EXPLAIN ({options}) EXECUTE related_probe({values})", params)
             plan = cursor.fetchone()[0]
         finally:
             cursor.execute("DEALLOCATE ALL")
