@@ -273,8 +273,10 @@ def approval_days(*, org: Org, now: datetime | None = None) -> dict[date, Approv
             continue
         created, status, resolved, expires, on_timeout, flag = row[1 + width :]
         stored = Approval(
-            created_at=_aware(created), status=status, resolved_at=_aware(resolved),
-            expires_at=_aware(expires), on_timeout=on_timeout, flag=flag,
+            created_at=_aware(created), status=status,
+            resolved_at=None if resolved is None else _aware(resolved),
+            expires_at=None if expires is None else _aware(expires),
+            on_timeout=on_timeout, flag=flag,
         )  # fmt: skip
         shown = approval_as_of(stored, now)
         for sign, approval in ((-1, stored), (1, shown)):
@@ -301,10 +303,8 @@ def _utc_day(moment: datetime) -> date:
     return moment.astimezone(UTC).date()
 
 
-def _aware(value: object) -> datetime | None:
+def _aware(value: object) -> datetime:
     """A timestamp from a raw cursor (SQLite hands back text), aware in UTC."""
-    if value is None:
-        return None
     moment = value if isinstance(value, datetime) else parse_datetime(str(value))
     if moment is None:
         raise ValueError(f"not a timestamp: {value!r}")
