@@ -349,7 +349,9 @@ class ApprovalRollup(models.Model):
     column orders their committed changes as ``seq`` orders the mirror's). It is exact under
     concurrency: each transition already holds its approval's row lock, the rollup row is
     changed by an increment (``n = n + delta``) under that row's own lock, increments
-    commute, and a rolled-back transaction takes its increments with it.
+    commute, and a rolled-back transaction takes its increments with it. The price: an org's
+    approval transitions of one day take that day's row in turn, each until it commits
+    (they are human-paced, and an org's pushes already take its head row in turn).
 
     An approval contributes, by its stored row:
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import threading
 from collections import defaultdict
 from dataclasses import astuple
@@ -238,6 +239,23 @@ def test_an_org_with_approvals_and_rollups_can_be_deleted(cast) -> None:
     with transaction.atomic():
         org.delete()
     assert not ApprovalRollup.objects.filter(org_id=org.pk).exists()
+
+
+def test_the_migration_fills_in_the_rollups_of_the_approvals_already_there(cast) -> None:
+    """The statement migration 0009 runs once its trigger exists, on rows of every kind."""
+    migration = importlib.import_module("apps.approvals.migrations.0009_approval_rollups_trigger")
+    now = timezone.now()
+    ApprovalFactory(org=cast.acme)
+    ApprovalFactory(org=cast.acme, status="approved", created_at=now - timedelta(hours=30))
+    ApprovalFactory(org=cast.acme, status="rejected", created_at=now - timedelta(days=3))
+    ApprovalFactory(org=cast.acme, status="expired", created_at=now - timedelta(days=9))
+    ApprovalFactory(org=cast.globex, status="decided_locally")
+    expected = {org.pk: recount(org, stored=True) for org in (cast.acme, cast.globex)}
+    ApprovalRollup.objects.all().delete()
+    statements = migration.POSTGRESQL if connection.vendor == "postgresql" else migration.SQLITE
+    with connection.cursor() as cursor:
+        cursor.execute(statements[-1])  # the fill
+    assert {org.pk: folded(org) for org in (cast.acme, cast.globex)} == expected
 
 
 @pytest.mark.postgres
