@@ -289,14 +289,17 @@ def approval_days(*, org: Org, now: datetime | None = None) -> dict[date, Approv
     return days
 
 
-def approval_queue(*, org: Org, limit: int = 50) -> list[Approval]:
-    """The org's pending approvals, oldest first, at most ``limit`` (the console's queue):
-    read by the ``approval_org_status`` index, ``limit`` rows whatever the org's history."""
-    return list(
-        Approval.objects.filter(org=org, status=ApprovalStatus.PENDING).order_by("created_at")[
-            :limit
-        ]
-    )
+def approval_queue(*, org: Org, limit: int = 50, now: datetime | None = None) -> list[Approval]:
+    """The org's approvals still pending at ``now``, oldest first, from its ``limit`` oldest
+    stored as pending (the console's queue): read by the ``approval_org_status`` index,
+    ``limit`` rows whatever the org's history. One whose expiry settled it, not stored yet,
+    is left out, as the counters and its own page count it."""
+    now = now or timezone.now()
+    stored = Approval.objects.filter(org=org, status=ApprovalStatus.PENDING).order_by("created_at")[
+        :limit
+    ]
+    shown = [approval_as_of(approval, now) for approval in stored]
+    return [approval for approval in shown if approval.status == ApprovalStatus.PENDING]
 
 
 def _utc_day(moment: datetime) -> date:

@@ -34,6 +34,14 @@ def page_statuses(sdk_client, approvals: list[Approval]) -> list[str]:
     return statuses
 
 
+def console_queue(org) -> str:
+    """The approval queue of the console's org dashboard, as a viewer sees it."""
+    viewer = Client()
+    assert viewer.login(username="acme-viewer", password="pw-viewer")
+    page = viewer.get(f"/admin/tenancy/org/{org.pk}/dashboard/").content.decode()
+    return page[page.index("<h2>Approval queue</h2>") : page.index("<h2>Active policy</h2>")]
+
+
 def test_the_approval_counters_say_what_the_pages_say_before_and_after_the_sweep(
     cast, approvers, sdk_client
 ) -> None:
@@ -60,6 +68,8 @@ def test_the_approval_counters_say_what_the_pages_say_before_and_after_the_sweep
         assert stats["approvals_rejected"].value == shown.count("rejected") == 2
         assert stats["approvals_rejected"].label == "Approvals rejected (1 more expired undecided)"
         assert stats["approvals_pending"].spark[-1] == 6  # opened today
+        queue = console_queue(cast.acme)
+        assert [a.approval_id in queue for a in approvals] == [s == "pending" for s in shown]
 
 
 def test_the_time_to_decision_is_the_exact_average_of_the_last_30_days(cast) -> None:
