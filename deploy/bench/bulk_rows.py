@@ -75,11 +75,17 @@ def copy_rows(cursor: Any, model: type[models.Model], rows: Iterable[dict[str, A
     """``COPY <model's table> (<bulk_columns>) FROM STDIN`` of ``rows`` (column -> value;
     the rest from ``default_value``), through a psycopg cursor. Returns the rows written."""
     columns = bulk_columns(model)
-    defaults = {field.column: default_value(field) for field in columns}
     names = [field.column for field in columns]
+    defaults: dict[str, Any] = {}  # each column's default, found when a row first needs it
+
+    def default(name: str) -> Any:
+        if name not in defaults:
+            defaults[name] = default_value(columns[names.index(name)])
+        return defaults[name]
+
     written = 0
     with cursor.copy(f"COPY {model._meta.db_table} ({', '.join(names)}) FROM STDIN") as copy:
         for row in rows:
-            copy.write_row([row[name] if name in row else defaults[name] for name in names])
+            copy.write_row([row[name] if name in row else default(name) for name in names])
             written += 1
     return written
