@@ -16,7 +16,7 @@ from apps.tenancy.services import IssuedKey, api_key_issue, membership_add, org_
 
 # The team-path profile's callers (acme, globex, anonymous) and its TEAMPATH marks, used by
 # the team-path modules in tests/receipts, tests/approvals, tests/policy and tests/api.
-pytest_plugins = ["tests.teampath_fixtures"]
+pytest_plugins = ["tests.teampath_fixtures", "tests.scale"]
 
 
 @pytest.fixture(autouse=True)

@@ -154,6 +154,10 @@ class Approval(models.Model):
                 name="approval_org_session",
                 condition=~models.Q(session_id=""),
             ),
+            # The approver page's one-time token (console migration 0001's function). Not
+            # partial: that function's plan is made for any digest, so it could not prove
+            # a condition on the column.
+            models.Index(fields=["access_token_digest"], name="approval_token_digest"),
             models.Index(
                 fields=["expires_at"],
                 name="approval_pending_expiry",

@@ -125,13 +125,56 @@ def session_index(
                "last_seq": last_seq, "file": name}  # fmt: skip
 
 
+# The window's approvals, oldest first, found from the window's entries: for each, its
+# approval by the (org, action_hash) key. The LIMIT keeps the lookup a subquery run per entry
+# (a lateral join PostgreSQL cannot turn around), so the read follows the window's size
+# whatever the estimates say; joined the other way, it read every approval of the org and
+# the window again for each of them.
+_WINDOW_APPROVALS = (
+    "SELECT a.id FROM ({window}) AS w CROSS JOIN LATERAL ("
+    "SELECT a.id, a.created_at FROM approvals_approval a "
+    "WHERE a.org_id = %s AND a.action_hash = w.action_hash LIMIT 1) AS a "
+    "ORDER BY a.created_at, a.id"
+)
+
+
+def _window_approval_ids(org: Org, rows: QuerySet[MirrorEntry]) -> Iterator[list[int]]:
+    """The ids of the window's approvals, oldest first, ``APPROVAL_ROWS`` at a time, read
+    through a server-side cursor."""
+    if connection.vendor != "postgresql":  # SQLite (local trial): the plain semi-join
+        ids = (
+            Approval.objects.filter(org=org, action_hash__in=rows.values("action_hash"))
+            .order_by("created_at", "id")
+            .values_list("id", flat=True)
+        )
+        chunk: list[int] = []
+        for approval_id in ids.iterator(chunk_size=APPROVAL_ROWS):
+            chunk.append(approval_id)
+            if len(chunk) == APPROVAL_ROWS:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+        return
+    window, params = rows.order_by().values("action_hash").query.sql_with_params()
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(_WINDOW_APPROVALS.format(window=window), [*params, org.pk])
+        while batch := cursor.fetchmany(APPROVAL_ROWS):
+            yield [row[0] for row in batch]
+
+
 def approvals(org: Org, rows: QuerySet[MirrorEntry]) -> Iterator[dict[str, Any]]:
-    approvals = (
-        Approval.objects.filter(org=org, action_hash__in=rows.values("action_hash"))
-        .prefetch_related("votes", "events")
-        .order_by("created_at", "id")
-    )
-    for approval in approvals.iterator(chunk_size=APPROVAL_ROWS):
+    for ids in _window_approval_ids(org, rows):
+        chunk = (
+            Approval.objects.filter(pk__in=ids)
+            .prefetch_related("votes", "events")
+            .order_by("created_at", "id")
+        )
+        yield from _approval_items(chunk)
+
+
+def _approval_items(approvals: QuerySet[Approval]) -> Iterator[dict[str, Any]]:
+    for approval in approvals:
         item = {
             "approval_id": approval.approval_id,
             "action_hash": approval.action_hash,

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Subquery
 from django.utils import timezone
 
 from apps.common.errors import InvalidInput
@@ -25,7 +26,7 @@ from apps.transparency.errors import (
     ReceiptNotFound,
     TileNotFound,
 )
-from apps.transparency.models import Checkpoint, Cosignature, TopLeaf, TopNode, Witness
+from apps.transparency.models import Checkpoint, Cosignature, OrgLog, TopLeaf, TopNode, Witness
 from apps.transparency.storage import org_node_reader, top_node_reader
 from apps.transparency.tree.merkle import consistency_proof_from, inclusion_proof_from
 from apps.transparency.tree.note import checkpoint_note, is_hex64
@@ -139,9 +140,14 @@ class InclusionStatus:
 
 
 def entry_inclusion_status(*, org_pk: int, seq: int) -> InclusionStatus:
+    """The first published head of the org that covers entry ``seq``. An org's heads grow
+    with its index, so the smallest covering tree size is the first such head; read by the
+    (log_id, org_tree_size) key, it is one index lookup however many heads the org has (by
+    the org and index, it was a walk through every head published before it)."""
+    log_id = OrgLog.objects.filter(org_id=org_pk).values("log_id")
     head = (
-        TopLeaf.objects.filter(org_id=org_pk, org_tree_size__gte=seq)
-        .order_by("index")
+        TopLeaf.objects.filter(log_id=Subquery(log_id), org_tree_size__gte=seq)
+        .order_by("org_tree_size")
         .values_list("epoch", "org_tree_size")
         .first()
     )

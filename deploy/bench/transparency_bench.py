@@ -51,12 +51,6 @@ from deploy.bench.push_load import (  # noqa: E402
     wait_ready,
 )
 
-ENTRY_COLUMNS = (
-    "org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level, claimed_trust_level, "
-    "supersedes_action_hash, superseded_by, prev_chain_hash, chain_hash, received_at, "
-    "session_id, link_hash, operator_key, agent_identity, workflow, verb, decision_path, rule_id"
-)
-
 
 def action_hash(org: int, seq: int) -> bytes:
     return hashlib.sha256(b"bench %d %d" % (org, seq)).digest()
@@ -64,15 +58,19 @@ def action_hash(org: int, seq: int) -> bytes:
 
 def copy_entries(owner: object, org_pk: int, start: int, count: int) -> None:
     """Mirror entries ``start+1 … start+count`` of an org, written as the table owner."""
+    from apps.receipts.models import MirrorEntry
+    from deploy.bench.bulk_rows import copy_rows
+
     zero = "0" * 64
+    rows = (
+        {"org_id": org_pk, "seq": seq, "action_hash": action_hash(org_pk, seq).hex(),
+         "receipt": "{}", "receipt_digest": zero, "trust_level": "L0", "prev_chain_hash": zero,
+         "chain_hash": zero, "received_at": "2026-11-24T00:00:00Z", "link_hash": zero}
+        for seq in range(start + 1, start + count + 1)
+    )  # fmt: skip
     with owner.cursor() as cursor:  # type: ignore[attr-defined]
-        with cursor.copy(f"COPY receipts_mirrorentry ({ENTRY_COLUMNS}) FROM STDIN") as copy:
-            for seq in range(start + 1, start + count + 1):
-                copy.write_row(
-                    (org_pk, seq, action_hash(org_pk, seq).hex(), "{}", zero, "action", "L0",
-                     "", "", "", zero, zero, "2026-11-24T00:00:00Z", "", zero, "", "", "", "",
-                     "", "")
-                )  # fmt: skip
+        # The columns come from the model (the others get its defaults).
+        copy_rows(cursor, MirrorEntry, rows)
         cursor.execute(
             "INSERT INTO receipts_mirrorhead (org_id, size, head, month, month_count) "
             "VALUES (%s, %s, %s, '', 0) ON CONFLICT (org_id) DO UPDATE SET size = EXCLUDED.size",
