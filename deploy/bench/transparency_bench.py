@@ -54,7 +54,8 @@ from deploy.bench.push_load import (  # noqa: E402
 ENTRY_COLUMNS = (
     "org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level, claimed_trust_level, "
     "supersedes_action_hash, superseded_by, prev_chain_hash, chain_hash, received_at, "
-    "session_id, link_hash, operator_key, agent_identity, workflow, verb, decision_path, rule_id"
+    "session_id, link_hash, operator_key, agent_identity, workflow, verb, decision_path, rule_id, "
+    "tool_name"
 )
 
 
@@ -71,7 +72,7 @@ def copy_entries(owner: object, org_pk: int, start: int, count: int) -> None:
                 copy.write_row(
                     (org_pk, seq, action_hash(org_pk, seq).hex(), "{}", zero, "action", "L0",
                      "", "", "", zero, zero, "2026-11-24T00:00:00Z", "", zero, "", "", "", "",
-                     "", "")
+                     "", "", "")
                 )  # fmt: skip
         cursor.execute(
             "INSERT INTO receipts_mirrorhead (org_id, size, head, month, month_count) "

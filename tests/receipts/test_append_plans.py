@@ -52,10 +52,10 @@ def _fill(org_id: int, receipt_bytes: int = 2) -> None:
                 org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level,
                 claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
                 chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
-                agent_identity, workflow, verb, decision_path, rule_id)
+                agent_identity, workflow, verb, decision_path, rule_id, tool_name)
             SELECT %s, n, md5(n::text) || md5((n + 1)::text), repeat('x', %s), '', 'action',
                    'L0', '', '', '', '', '', now(), 's' || (n / 10), n %% 10, '', '', '', '',
-                   '', '', ''
+                   '', '', '', 'tool-' || (n %% 7)
             FROM generate_series(1, %s) AS n
             """,  # noqa: S608
             [org_id, receipt_bytes, ENTRIES],
@@ -173,10 +173,10 @@ def _check_lookups_without_statistics(entries: str) -> None:
                 id, org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level,
                 claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
                 chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
-                agent_identity, workflow, verb, decision_path, rule_id)
+                agent_identity, workflow, verb, decision_path, rule_id, tool_name)
             SELECT n, 1, n, md5(n::text) || md5((n + 1)::text), repeat('x', 1200), '',
                    'action', 'L0', '', '', '', '', '', now(), 'one-long-session', n, '', '',
-                   '', '', '', '', ''
+                   '', '', '', '', '', ''
             FROM generate_series(1, 5000) AS n
             """  # noqa: S608
         )
