@@ -35,7 +35,7 @@ def backfill_tool_names(apps, schema_editor):
     while True:
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT id, receipt FROM {table} WHERE id > %s AND tool_name = '' "
+                f"SELECT id, receipt FROM {table} WHERE id > %s AND tool_name = '' "  # noqa: S608
                 "ORDER BY id LIMIT %s",
                 [last, BATCH],
             )
@@ -49,14 +49,14 @@ def backfill_tool_names(apps, schema_editor):
                 continue
             if postgres:
                 cursor.execute(
-                    f"UPDATE {table} AS entry SET tool_name = named.tool "
+                    f"UPDATE {table} AS entry SET tool_name = named.tool "  # noqa: S608
                     "FROM unnest(%s::bigint[], %s::text[]) AS named(id, tool) "
                     "WHERE entry.id = named.id",
                     [[entry_id for entry_id, _ in named], [tool for _, tool in named]],
                 )
             else:
                 cursor.executemany(
-                    f"UPDATE {table} SET tool_name = %s WHERE id = %s",
+                    f"UPDATE {table} SET tool_name = %s WHERE id = %s",  # noqa: S608
                     [(tool, entry_id) for entry_id, tool in named],
                 )
 
@@ -124,8 +124,6 @@ class Migration(migrations.Migration):
         ),
         AddIndexConcurrently(
             model_name="mirrorentry",
-            index=models.Index(
-                fields=["org", "agent_identity", "seq"], name="mirror_entry_agent"
-            ),
+            index=models.Index(fields=["org", "agent_identity", "seq"], name="mirror_entry_agent"),
         ),
     ]
