@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -350,6 +350,26 @@ class MirrorEntryAdmin(KeysetAdmin, OrgScopedAdmin[MirrorEntry]):
         if seqs is not None:
             branches = [branch.filter(seq__range=seqs) for branch in branches]
         return branches
+
+    def keyset_window_range(
+        self,
+        request: HttpRequest,
+        changelist: KeysetChangeList,
+        cursor: tuple[Any, ...] | None,
+        newer_first: bool,
+    ) -> Q | None:
+        """An org's seq has no gaps: the window is the next ``keyset_window`` seqs."""
+        if self.get_keyset(request, changelist) != ("-seq",):
+            return None
+        window = self.keyset_window
+        if cursor is None:
+            head = MirrorHead.objects.filter(org_id=self.list_org_id(request)).first()
+            top = head.size if head is not None else 0
+            return Q(seq__gt=top - window, seq__lte=top)
+        (seq,) = cursor
+        if newer_first:
+            return Q(seq__gte=seq - window, seq__lt=seq)
+        return Q(seq__gt=seq, seq__lte=seq + window)
 
     def keyset_note(
         self, request: HttpRequest, changelist: KeysetChangeList, page: KeysetPage

@@ -47,6 +47,11 @@ class KeysetPage:
     note: str = ""
     older_url: str = ""
     newer_url: str = ""
+
+    def get_elided_page_range(self, *args: Any, **kwargs: Any) -> list[int]:
+        """Numbered pages would need a count: there are none (the admin's tag asks)."""
+        return []
+
     # Where the rows came from, for the page's sentence ("receipts #51 to #100").
     shown: list[Any] = field(default_factory=list)
 
@@ -89,8 +94,13 @@ class KeysetChangeList(ChangeList):
         windowed = any(name.split("__")[0] not in served for name in self.get_filters_params())
         page = KeysetPage(per_page=self.list_per_page)
         limit = admin.keyset_window if windowed else self.list_per_page + 1
+        branches = admin.keyset_branches(request, self.root_queryset, self)
+        if windowed:
+            bounds = admin.keyset_window_range(request, self, after or before, newer_first)
+            if bounds is not None:
+                branches = [branch.filter(bounds) for branch in branches]
         candidates = _candidates(
-            admin.keyset_branches(request, self.root_queryset, self),
+            branches,
             names,
             cursor=after or before,
             newer_first=newer_first,
@@ -264,6 +274,18 @@ class KeysetAdmin:
                 return []
             return [queryset.filter(**{getattr(self, "org_lookup", "org_id"): org_id})]
         return [queryset]
+
+    def keyset_window_range(
+        self,
+        request: HttpRequest,
+        changelist: KeysetChangeList,
+        cursor: tuple[Any, ...] | None,
+        newer_first: bool,
+    ) -> Q | None:
+        """The window as a range of the key, where the key can say it (a gapless
+        sequence): a range is planned as the few rows it is, where a large LIMIT may be
+        planned as a scan. None: the window is the LIMIT alone."""
+        return None
 
     def keyset_note(
         self, request: HttpRequest, changelist: KeysetChangeList, page: KeysetPage

@@ -13,6 +13,7 @@ leaves a lookup column out of the index condition.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -90,7 +91,7 @@ def _analyze(*tables: str) -> None:
 
 def _generic_plan(sql: str, params: list[object]) -> list[dict]:
     """The plan nodes PostgreSQL uses for ``sql`` once it has switched to a generic plan."""
-    placeholders = iter(range(1, 100))
+    placeholders = itertools.count(1)
     numbered = re.sub(r"%s", lambda _: f"${next(placeholders)}", sql)
     with connection.cursor() as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")
