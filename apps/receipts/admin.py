@@ -300,6 +300,7 @@ class MirrorEntryAdmin(KeysetAdmin, OrgScopedAdmin[MirrorEntry]):
                    VerbFilter]  # fmt: skip
     keyset = ("-seq",)
     keyset_params = frozenset({"org", "received"})
+    keyset_search_in_window = False  # apps.receipts.search: branches, by index
     # Searched by apps.receipts.search through indexes; the receipt text never is.
     search_fields = ["=action_hash", "=session_id", "tool_name", "workflow", "rule_id",
                      "agent_identity"]  # fmt: skip
@@ -363,7 +364,7 @@ class MirrorEntryAdmin(KeysetAdmin, OrgScopedAdmin[MirrorEntry]):
             return None
         window = self.keyset_window
         if cursor is None:
-            head = MirrorHead.objects.filter(org_id=self.list_org_id(request)).first()
+            head = MirrorHead.objects.filter(org_id=self.list_org_id(request) or 0).first()
             top = head.size if head is not None else 0
             return Q(seq__gt=top - window, seq__lte=top)
         (seq,) = cursor
@@ -374,7 +375,7 @@ class MirrorEntryAdmin(KeysetAdmin, OrgScopedAdmin[MirrorEntry]):
     def keyset_note(
         self, request: HttpRequest, changelist: KeysetChangeList, page: KeysetPage
     ) -> str:
-        org_id = self.list_org_id(request)
+        org_id = self.list_org_id(request) or 0
         head = MirrorHead.objects.filter(org_id=org_id).select_related("org").first()
         total = f" of {head.size:,} in {head.org.slug}" if head is not None else ""
         seqs = [entry.seq for entry in page.shown]

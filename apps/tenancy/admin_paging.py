@@ -60,7 +60,7 @@ class KeysetChangeList(ChangeList):
     """A changelist that pages by keyset (module docstring); the model admin is a
     :class:`KeysetAdmin`."""
 
-    model_admin: KeysetAdmin[Any]
+    model_admin: Any  # a KeysetAdmin mixed into a ModelAdmin
 
     def get_filters_params(self, params: Any = None) -> Any:
         lookup_params = super().get_filters_params(params)
@@ -80,7 +80,7 @@ class KeysetChangeList(ChangeList):
                 name != "org" for name in self.get_filters_params()
             ) or bool(self.query)
 
-    def get_ordering(self, request: HttpRequest, queryset: QuerySet[Any]) -> list[str]:
+    def get_ordering(self, request: HttpRequest, queryset: QuerySet[Any]) -> list[Any]:
         return list(self.model_admin.get_keyset(request, self))
 
     def get_results(self, request: HttpRequest) -> None:
@@ -91,7 +91,9 @@ class KeysetChangeList(ChangeList):
         before = None if after else _decode(self.model, names, request.GET.get(BEFORE_VAR))
         newer_first = before is None
         served = admin.keyset_params | {"org"}
-        windowed = any(name.split("__")[0] not in served for name in self.get_filters_params())
+        windowed = any(
+            name.split("__")[0] not in served for name in self.get_filters_params()
+        ) or bool(self.query and admin.keyset_search_in_window)
         page = KeysetPage(per_page=self.list_per_page)
         limit = admin.keyset_window if windowed else self.list_per_page + 1
         branches = admin.keyset_branches(request, self.root_queryset, self)
@@ -145,7 +147,7 @@ class KeysetChangeList(ChangeList):
         self.show_admin_actions = True
         self.can_show_all = False
         self.multi_page = bool(page.older or page.newer)
-        self.paginator = page  # type: ignore[assignment]
+        self.paginator = page
 
     def _cursor_url(self, name: str, cursor: str | None) -> str:
         if cursor is None:
@@ -177,7 +179,7 @@ def _decode(model: type[Model], names: list[str], text: str | None) -> tuple[Any
         return None
     try:
         return tuple(
-            model._meta.get_field(name).to_python(part)
+            model._meta.get_field(name).to_python(part)  # type: ignore[union-attr]
             for name, part in zip(names, parts, strict=True)
         )
     except Exception:
@@ -246,8 +248,11 @@ class KeysetAdmin:
     # Filter parameters (their field, before any "__") the branches read by index.
     keyset_params: frozenset[str] = frozenset()
     keyset_window = 2_000
+    # The stock search (``search_fields``, icontains) looks through the window; False when
+    # keyset_branches read the search by index.
+    keyset_search_in_window = True
     one_org_at_a_time = True
-    sortable_by: tuple[str, ...] = ()  # a header sort would sort the org's rows
+    sortable_by: Any = ()  # a header sort would sort the org's rows
     show_full_result_count = False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
@@ -300,8 +305,10 @@ class KeysetAdmin:
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
     ) -> tuple[QuerySet[Any], bool]:
-        """The search is a branch of the page (``keyset_branches``), never a filter of
-        the whole queryset."""
+        """A search no index serves looks through the window, like a filter; a list whose
+        search is indexed reads it as branches of the page (``keyset_branches``)."""
+        if self.keyset_search_in_window:
+            return super().get_search_results(request, queryset, search_term)  # type: ignore[misc,no-any-return]
         return queryset, False
 
     def changelist_view(
@@ -312,7 +319,8 @@ class KeysetAdmin:
             if not value.isdigit():
                 first = visible_org_ids(request)[:1]
                 if first:
-                    request.GET = request.GET.copy()
-                    request.GET["org"] = str(first[0])
+                    chosen = request.GET.copy()
+                    chosen["org"] = str(first[0])
+                    request.GET = chosen  # type: ignore[assignment]
                     request._org_chosen_for_the_list = True  # type: ignore[attr-defined]
         return super().changelist_view(request, extra_context)  # type: ignore[misc]

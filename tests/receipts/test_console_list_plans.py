@@ -80,7 +80,7 @@ def statements() -> Iterator[list[tuple[str, Any]]]:
     """Every statement sent on the connection, with its parameters, as it was sent."""
     sent: list[tuple[str, Any]] = []
 
-    def record(execute, sql, params, many, context):  # noqa: ANN001
+    def record(execute, sql, params, many, context):
         sent.append((sql, params))
         return execute(sql, params, many, context)
 
