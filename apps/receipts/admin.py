@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -17,15 +19,18 @@ from django.http import (
     HttpResponseRedirect,
 )
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from apps.common.vocabulary import DECISION_PATHS, LIFECYCLE_KINDS, VERBS
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
-from apps.receipts.models import MirrorEntry
+from apps.receipts.models import MirrorEntry, MirrorHead
+from apps.receipts.search import MirrorSearch, mirror_search, seq_range_received
 from apps.receipts.selectors import stored_level_holds
 from apps.receipts.verifier import verify_receipt
 from apps.receipts.verifier.verify import Verdict
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin
+from apps.tenancy.admin_paging import KeysetAdmin, KeysetChangeList, KeysetPage
 
 
 @dataclass(frozen=True)
@@ -239,27 +244,149 @@ def approval_summary(entry: MirrorEntry, content: dict[str, Any]) -> str:
     )
 
 
+class ReceivedFilter(admin.SimpleListFilter):
+    """When a receipt was received, in ranges that end now or at a month's start: a range
+    of the (org, received_at) index that the page turns into a range of seq (the stock
+    date filter and the date hierarchy read the dates of the org's entries)."""
+
+    title = "received"
+    parameter_name = "received"
+    CHOICES = {
+        "today": "Today",
+        "7d": "Past 7 days",
+        "30d": "Past 30 days",
+        "month": "This month",
+        "last-month": "Last month",
+        "older": "Before this month",
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(self.CHOICES.items())
+
+    def bounds(self) -> tuple[datetime | None, datetime | None] | None:
+        """[since, until) of the chosen range (UTC), None when none is chosen."""
+        now = timezone.now().astimezone(UTC)
+        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        month = today.replace(day=1)
+        previous = (month - timedelta(days=1)).replace(day=1)
+        return {
+            "today": (today, None),
+            "7d": (now - timedelta(days=7), None),
+            "30d": (now - timedelta(days=30), None),
+            "month": (month, None),
+            "last-month": (previous, month),
+            "older": (None, month),
+        }.get(self.value() or "")
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        bounds = self.bounds()
+        if bounds is None:
+            return queryset
+        since, until = bounds
+        if since is not None:
+            queryset = queryset.filter(received_at__gte=since)
+        return queryset.filter(received_at__lt=until) if until is not None else queryset
+
+
 @admin.register(MirrorEntry)
-class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
+class MirrorEntryAdmin(KeysetAdmin, OrgScopedAdmin[MirrorEntry]):
     # Readable at 1366 px: what an operator looks for, the hash shortened (full on hover, copy).
     list_display = ["seq", "received_when", "agent_shown", "action_shown", "decision_shown",
                     "trust_shown", "kind", "hash_short"]  # fmt: skip
     list_display_links = ["seq"]
-    list_filter = [OrgFilter, "trust_level", KindFilter, DecisionFilter, VerbFilter, "received_at"]
-    # The tool name lives in the receipt's text (action.tool_name): an icontains over it.
-    search_fields = ["=action_hash", "agent_identity", "workflow", "receipt", "rule_id",
-                     "session_id"]  # fmt: skip
+    # One org at a time, paged by seq (apps.tenancy.admin_paging): the org and the date
+    # range are read by index; the others look through a window of the org's receipts.
+    list_filter = [OrgFilter, ReceivedFilter, "trust_level", KindFilter, DecisionFilter,
+                   VerbFilter]  # fmt: skip
+    keyset = ("-seq",)
+    keyset_params = frozenset({"org", "received"})
+    keyset_search_in_window = False  # apps.receipts.search: branches, by index
+    # Searched by apps.receipts.search through indexes; the receipt text never is.
+    search_fields = ["=action_hash", "=session_id", "tool_name", "workflow", "rule_id",
+                     "agent_identity"]  # fmt: skip
     search_help_text = (
-        "Searches tool, workflow, agent, rule, session id, and the full action hash (exact)."
+        "Finds a full action hash or session id, or a tool, workflow, rule or agent by the "
+        "start of its name."
     )
-    date_hierarchy = "received_at"
-    ordering = ["org", "-seq"]
     actions = ["reverify_selected"]
     list_per_page = 50
-    show_full_result_count = False  # a filtered count would be a second scan of the mirror
     change_form_template = "admin/receipts/mirrorentry/change_form.html"
     fields = DETAIL_FIELDS
     readonly_fields = DETAIL_FIELDS
+
+    def get_keyset(self, request: HttpRequest, changelist: KeysetChangeList) -> tuple[str, ...]:
+        # A session is shown in its own order (its index's): session position, then seq.
+        if self._search(request, changelist).session:
+            return ("-session_seq", "-seq")
+        return self.keyset
+
+    def _search(self, request: HttpRequest, changelist: KeysetChangeList) -> MirrorSearch:
+        cached: MirrorSearch | None = getattr(changelist, "_mirror_search", None)
+        if cached is None:
+            org_id = self.list_org_id(request)
+            cached = MirrorSearch()
+            if org_id is not None and changelist.query:
+                cached = mirror_search(
+                    queryset=changelist.root_queryset, org_id=org_id, term=changelist.query
+                )
+            changelist._mirror_search = cached  # type: ignore[attr-defined]
+        return cached
+
+    def keyset_branches(
+        self, request: HttpRequest, queryset: QuerySet[Any], changelist: KeysetChangeList
+    ) -> list[QuerySet[Any]]:
+        org_id = self.list_org_id(request)
+        if org_id is None:
+            return []
+        received = ReceivedFilter(request, request.GET.dict(), self.model, self).bounds()
+        seqs = None
+        if received is not None:
+            seqs = seq_range_received(org_id=org_id, since=received[0], until=received[1])
+            if seqs is None:
+                return []
+        if changelist.query:
+            branches = self._search(request, changelist).branches
+        else:
+            branches = [queryset.filter(org_id=org_id)]
+        if seqs is not None:
+            branches = [branch.filter(seq__range=seqs) for branch in branches]
+        return branches
+
+    def keyset_window_range(
+        self,
+        request: HttpRequest,
+        changelist: KeysetChangeList,
+        cursor: tuple[Any, ...] | None,
+        newer_first: bool,
+    ) -> Q | None:
+        """An org's seq has no gaps: the window is the next ``keyset_window`` seqs."""
+        if self.get_keyset(request, changelist) != ("-seq",):
+            return None
+        window = self.keyset_window
+        if cursor is None:
+            head = MirrorHead.objects.filter(org_id=self.list_org_id(request) or 0).first()
+            top = head.size if head is not None else 0
+            return Q(seq__gt=top - window, seq__lte=top)
+        (seq,) = cursor
+        if newer_first:
+            return Q(seq__gte=seq - window, seq__lt=seq)
+        return Q(seq__gt=seq, seq__lte=seq + window)
+
+    def keyset_note(
+        self, request: HttpRequest, changelist: KeysetChangeList, page: KeysetPage
+    ) -> str:
+        org_id = self.list_org_id(request) or 0
+        head = MirrorHead.objects.filter(org_id=org_id).select_related("org").first()
+        total = f" of {head.size:,} in {head.org.slug}" if head is not None else ""
+        seqs = [entry.seq for entry in page.shown]
+        shown = f"Receipts #{max(seqs)} to #{min(seqs)}" if seqs else "No receipts"
+        if page.window is not None:
+            shown = f"{len(seqs)} matching among the next {page.window:,} receipts"
+        crowded = self._search(request, changelist).crowded
+        if crowded:
+            names = ", ".join(column.replace("_", " ") for column in crowded)
+            shown += f" (more {names} values start with “{changelist.query}”: type more of it)"
+        return shown + total
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -351,7 +478,8 @@ class MirrorEntryAdmin(OrgScopedAdmin[MirrorEntry]):
                 session.filter(session_seq__gt=obj.session_seq).order_by("session_seq").first(),
             )
             url = reverse("admin:receipts_mirrorentry_changelist")
-            rows.append(("Whole session", f"{url}?q={obj.session_id}", obj.session_id))
+            query = urlencode({"org": obj.org_id, "q": obj.session_id})
+            rows.append(("Whole session", f"{url}?{query}", obj.session_id))
         approval = APPROVAL_FACTS.link(obj)
         if approval is not None:
             rows.append(("Approval", approval.url, f"{approval.approval_id} ({approval.status})"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from blake3 import blake3
 
-# The mirror's lookup columns (workflow, agent_identity, rule_id, session_id) hold at most
-# this many characters; the receipt's own text keeps every value whole.
+# The mirror's lookup columns (workflow, agent_identity, rule_id, tool_name, session_id)
+# hold at most this many characters; the receipt's own text keeps every value whole.
 INDEXED_MAX_CHARS = 200
 _INDEXED_PREFIX_CHARS = INDEXED_MAX_CHARS - 65  # then "…" and the 64-hex digest
 

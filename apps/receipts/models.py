@@ -7,10 +7,25 @@ so ``seq`` is gapless and never reused, and the chain is computed under the lock
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD
 from apps.tenancy.models import ApiKey, Org
+
+
+class LookupText(models.CharField):  # type: ignore[type-arg]
+    """A lookup column the console searches by prefix: in the "C" collation on PostgreSQL,
+    so that a btree on it orders by bytes and a prefix is a range of the index whatever the
+    database's collation (a linguistic collation orders "a-b" between "ab" and "ac"). SQLite
+    compares bytes already."""
+
+    def db_parameters(self, connection: Any) -> dict[str, Any]:
+        parameters = super().db_parameters(connection)
+        if connection.vendor == "postgresql":
+            parameters["collation"] = "C"
+        return parameters
 
 
 class TrustLevel(models.TextChoices):
@@ -63,11 +78,14 @@ class MirrorEntry(models.Model):
     session_seq = models.BigIntegerField(null=True, blank=True)
     link_hash = models.CharField(max_length=64)
     operator_key = models.CharField(max_length=64, blank=True, default="")
-    agent_identity = models.CharField(max_length=200, blank=True, default="")
-    workflow = models.CharField(max_length=200, blank=True, default="")
+    agent_identity = LookupText(max_length=200, blank=True, default="")
+    workflow = LookupText(max_length=200, blank=True, default="")
     verb = models.CharField(max_length=32, blank=True, default="")
     decision_path = models.CharField(max_length=32, blank=True, default="")
-    rule_id = models.CharField(max_length=200, blank=True, default="")
+    rule_id = LookupText(max_length=200, blank=True, default="")
+    # The receipt's action.tool_name. Its database default serves rows written before the
+    # column (and loaders that name no tool); every push route stores it.
+    tool_name = LookupText(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [
@@ -77,6 +95,14 @@ class MirrorEntry(models.Model):
         indexes = [
             models.Index(fields=["org", "session_id", "session_seq"], name="mirror_entry_session"),
             models.Index(fields=["org", "received_at"], name="mirror_entry_received"),
+            # The console's search (apps.receipts.search): an exact value or a prefix of it,
+            # newest first, each a range of one index ending in seq, so a page reads no more
+            # entries than it shows. Four indexes each append maintains: nothing else is
+            # searched.
+            models.Index(fields=["org", "tool_name", "seq"], name="mirror_entry_tool"),
+            models.Index(fields=["org", "workflow", "seq"], name="mirror_entry_workflow"),
+            models.Index(fields=["org", "rule_id", "seq"], name="mirror_entry_rule"),
+            models.Index(fields=["org", "agent_identity", "seq"], name="mirror_entry_agent"),
         ]
         # Never order through a relation: lookups on the push path stay single-table.
         ordering = ["-seq"]

@@ -356,6 +356,7 @@ def _plan_append(
         "verb": action["verb"],
         "decision_path": policy["decision_path"],
         "rule_id": indexed_text(policy["rule_id"]),
+        "tool_name": indexed_text(action["tool_name"]),
     }  # fmt: skip
     advanced = LockedHead(
         size=seq, head=entry_chain_hash, month=context.month, month_count=month_count

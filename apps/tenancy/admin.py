@@ -19,6 +19,7 @@ from unfold.widgets import UnfoldAdminCheckboxSelectMultipleWidget, UnfoldAdminT
 
 from apps.common.errors import DomainError
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
+from apps.tenancy.admin_paging import KeysetAdmin
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import (
     DEFAULT_SCOPES,
@@ -233,12 +234,14 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
 
 
 @admin.register(OrgAuditEvent)
-class OrgAuditEventAdmin(OrgScopedAdmin[OrgAuditEvent]):
+class OrgAuditEventAdmin(KeysetAdmin, OrgScopedAdmin[OrgAuditEvent]):
     """The org's audit trail of operator acts, whoever made them (console, API, command),
-    written by the services in the transaction of each change. Nobody edits it."""
+    written by the services in the transaction of each change. Nobody edits it. One org at
+    a time, paged by (at, id) on the (org, at) index; kind and via look through a window."""
 
     list_display = ["at", "org", "kind", "summary", "via", "actor"]
     list_filter = [OrgFilter, "kind", "via"]
+    keyset = ("-at", "-id")
     search_fields = ["summary", "kind", "actor"]
     readonly_fields = ["at", "org", "kind", "summary", "detail", "via", "actor", "user", "api_key"]
 

@@ -140,10 +140,10 @@ def grow(owner_url: str, slug: str, entries: int) -> None:
                 org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level,
                 claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
                 chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
-                agent_identity, workflow, verb, decision_path, rule_id)
+                agent_identity, workflow, verb, decision_path, rule_id, tool_name)
             SELECT %(org)s, %(size)s + n, md5('grown' || n) || md5('more' || n),
                    repeat('x', 1200), '', 'action', 'L0', '', '', '', '', md5(n::text),
-                   now(), 'grown-' || (n / 50), n %% 50, '', '', '', '', '', '', ''
+                   now(), 'grown-' || (n / 50), n %% 50, '', '', '', '', '', '', '', ''
             FROM generate_series(1, %(entries)s) AS n
             """,
             {"org": org_id, "size": size, "entries": entries},

@@ -125,6 +125,7 @@ def fill(slug: str, count: int) -> None:
                 prev_chain_hash=prev, chain_hash=entry_hash, received_at=received,
                 session_id=block["session_id"], session_seq=position, link_hash=link,
                 agent_identity=content["agent_identity"], verb=action["verb"],
+                tool_name=action["tool_name"],
             )
         )  # fmt: skip
         if seq % APPROVAL_EVERY == 0:

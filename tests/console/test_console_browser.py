@@ -122,6 +122,38 @@ def test_each_role_reads_the_receipts_list_at_1366_px(page, live_server, demo, r
     assert page.locator("#result_list tbody tr").count() == 4
 
 
+def test_the_receipts_list_pages_newer_and_older_and_searches_by_prefix(
+    page, live_server, demo, monkeypatch
+) -> None:
+    """Pages by seq without a count: "Older" and "Newer" move a page, the bar says which
+    receipts of how many; a search finds a tool by the start of its name. At 1366 px."""
+    from apps.receipts.admin import MirrorEntryAdmin
+
+    monkeypatch.setattr(MirrorEntryAdmin, "list_per_page", 2)
+    sign_in(page, live_server, "viewer")
+    page.goto(f"{live_server.url}/admin/receipts/mirrorentry/")
+    bar = page.locator("#keyset-pagination")
+    assert "Receipts #5 to #4 of 5 in acme" in bar.inner_text()
+    assert bar.locator("a[rel=prev]").count() == 0  # the newest page has nothing newer
+    bar.locator("a[rel=next]", has_text="Older").click()
+    page.wait_for_url("**after=4**")
+    assert "Receipts #3 to #2 of 5 in acme" in page.locator("#keyset-pagination").inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    page.locator("#keyset-pagination a[rel=next]").click()
+    page.wait_for_url("**after=2**")
+    assert page.locator("#result_list tbody tr").count() == 1
+    assert page.locator("#keyset-pagination a[rel=next]").count() == 0  # the oldest page
+    page.locator("#keyset-pagination a[rel=prev]", has_text="Newer").click()
+    page.wait_for_url("**before=1**")
+    assert "Receipts #3 to #2" in page.locator("#keyset-pagination").inner_text()
+    page.fill("#searchbar", "gpt-sum")
+    page.press("#searchbar", "Enter")
+    page.wait_for_url("**q=gpt-sum**")
+    assert page.locator("#result_list tbody tr").count() == 1
+    assert "llm_call gpt-summarize" in page.locator("#result_list").inner_text()
+    assert "after=" not in page.url  # a new search starts at the newest page
+
+
 def test_a_receipt_links_to_its_session_neighbours_predecessor_and_approval(
     page, live_server, demo
 ) -> None:

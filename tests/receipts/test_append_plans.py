@@ -13,6 +13,7 @@ leaves a lookup column out of the index condition.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -52,10 +53,10 @@ def _fill(org_id: int, receipt_bytes: int = 2) -> None:
                 org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level,
                 claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
                 chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
-                agent_identity, workflow, verb, decision_path, rule_id)
+                agent_identity, workflow, verb, decision_path, rule_id, tool_name)
             SELECT %s, n, md5(n::text) || md5((n + 1)::text), repeat('x', %s), '', 'action',
                    'L0', '', '', '', '', '', now(), 's' || (n / 10), n %% 10, '', '', '', '',
-                   '', '', ''
+                   '', '', '', 'tool-' || (n %% 7)
             FROM generate_series(1, %s) AS n
             """,  # noqa: S608
             [org_id, receipt_bytes, ENTRIES],
@@ -91,7 +92,7 @@ def _analyze(*tables: str) -> None:
 def _generic_plan(sql: str, params: list[object], *, analyze: bool = False) -> list[dict]:
     """The plan nodes PostgreSQL uses for ``sql`` once it has switched to a generic plan
     (with ``analyze``, run: each node says how many rows it actually read)."""
-    placeholders = iter(range(1, 100))
+    placeholders = itertools.count(1)
     numbered = re.sub(r"%s", lambda _: f"${next(placeholders)}", sql)
     with connection.cursor() as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")
@@ -175,10 +176,10 @@ def _check_lookups_without_statistics(entries: str) -> None:
                 id, org_id, seq, action_hash, receipt, receipt_digest, kind, trust_level,
                 claimed_trust_level, supersedes_action_hash, superseded_by, prev_chain_hash,
                 chain_hash, received_at, session_id, session_seq, link_hash, operator_key,
-                agent_identity, workflow, verb, decision_path, rule_id)
+                agent_identity, workflow, verb, decision_path, rule_id, tool_name)
             SELECT n, 1, n, md5(n::text) || md5((n + 1)::text), repeat('x', 1200), '',
                    'action', 'L0', '', '', '', '', '', now(), 'one-long-session', n, '', '',
-                   '', '', '', '', ''
+                   '', '', '', '', '', ''
             FROM generate_series(1, 5000) AS n
             """  # noqa: S608
         )

@@ -1,5 +1,6 @@
-"""Receipts whose ``workflow``, ``agent_identity``, ``rule_id`` or ``session_id`` is longer
-than the mirror's 200-character lookup columns: every push route stores them, and stores
+"""Receipts whose ``workflow``, ``agent_identity``, ``rule_id``, ``tool_name`` or
+``session_id`` is longer than the mirror's 200-character lookup columns: every push route
+stores them, and stores
 the same row whichever route it came through (the batch never answers 500 for them, never
 loses the batch's other receipts)."""
 
@@ -19,7 +20,7 @@ from tests.receipts.factories import Agent
 from tests.teampath_fixtures import TeamPathCaller
 
 LONG = "x" * 150 + "é" * 100  # 250 characters, multi-byte in UTF-8
-COLUMNS = ["workflow", "agent_identity", "rule_id", "session_id"]
+COLUMNS = ["workflow", "agent_identity", "rule_id", "tool_name", "session_id"]
 
 
 def long_receipt(agent: Agent, field: str) -> dict[str, Any]:
@@ -27,6 +28,8 @@ def long_receipt(agent: Agent, field: str) -> dict[str, Any]:
     content = agent.content()
     if field == "workflow":
         content["action"] = {**content["action"], "workflow": LONG + "-workflow"}
+    elif field == "tool_name":
+        content["action"] = {**content["action"], "tool_name": LONG + "-tool"}
     elif field == "rule_id":
         content["policy"] = {**content["policy"], "rule_id": LONG + "-rule"}
     elif field == "session_id":
@@ -90,6 +93,7 @@ def test_a_keyscoped_push_with_a_long_value_stores_it_bounded(cast, agent, push,
     long_value = {
         "workflow": receipt["content"]["action"]["workflow"],
         "rule_id": receipt["content"]["policy"]["rule_id"],
+        "tool_name": receipt["content"]["action"]["tool_name"],
         "session_id": receipt["content"].get("session_id", ""),
         "agent_identity": receipt["content"]["agent_identity"],
     }[field]
