@@ -204,15 +204,11 @@ def test_a_crash_after_the_archive_is_written_loses_nothing_and_the_retry_finish
 def test_an_archive_that_does_not_read_back_is_never_relied_on(cast, months, archive_dir):
     due = retention_next_month(org=cast.acme, now=NOW)
     assert due is not None
-    archive = receipt_archive_write(
-        archive=ReceiptArchive(
-            org=cast.acme,
-            month=due.month,
-            first_seq=due.first_seq,
-            last_seq=due.last_seq,
-            receipts=due.last_seq - due.first_seq + 1,
-        )  # fmt: skip
-    )
+    new = ReceiptArchive(
+        org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
+        receipts=due.last_seq - due.first_seq + 1,
+    )  # fmt: skip
+    archive = receipt_archive_write(archive=new)
     path = Path(archive_storage().path(archive.storage_name))
     damaged = bytearray(path.read_bytes())
     damaged[2000] ^= 1
