@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags
 from django.core.checks import register as register_check
 from django.core.files.storage import storages
@@ -17,7 +18,7 @@ from django.core.files.storage import storages
 
 def archive_storage_problems() -> list[CheckMessage]:
     try:
-        storages.create_storage(storages.backends["archive"])
+        storages.create_storage(settings.STORAGES["archive"])
     except Exception as error:  # any failure to build it is the deployment's to fix
         return [
             Error(

@@ -151,7 +151,8 @@ def main() -> None:
     fresh_database(args.owner_url)
     manage(env, "migrate", "--noinput")
     passed = ["--database-url", args.database_url, "--owner-url", args.owner_url,
-              "--entries", str(args.entries), "--receipt-bytes", str(args.receipt_bytes)]  # fmt: skip
+              "--entries", str(args.entries),
+              "--receipt-bytes", str(args.receipt_bytes)]  # fmt: skip
     done = subprocess.run(
         [PY, __file__, "--inner", *passed],
         cwd=ROOT,
