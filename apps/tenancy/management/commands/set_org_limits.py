@@ -68,6 +68,8 @@ class Command(BaseCommand):
                     "burst": burst,
                     "rate_overridden": org.rate_per_minute is not None
                     or org.rate_burst is not None,
+                    "retention_days": org.effective_receipt_retention_days,
+                    "retention_overridden": org.receipt_retention_days is not None,
                 }
             )
         )
