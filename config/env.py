@@ -202,3 +202,67 @@ def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     raise ImproperlyConfigured(
         f"DATABASE_URL scheme {parts.scheme!r} is not supported (postgres, postgresql, sqlite)."
     )
+
+
+# The options of an ``s3://`` archive storage URL, each an option of django-storages'
+# ``S3Storage``: the query names it exactly as the backend does.
+_S3_OPTIONS = ("endpoint_url", "region_name", "addressing_style", "signature_version")
+
+
+def parse_archive_storage_url(url: str, *, default_root: Path) -> dict[str, Any]:
+    """Turn ``ARCHIVE_STORAGE_URL`` into a Django ``STORAGES`` entry (the archive of retired
+    receipts, written once and never changed).
+
+    Accepted: empty (a directory, ``default_root``); ``file:///absolute/path``; and
+    ``s3://bucket/optional/prefix?endpoint_url=https://...&region_name=...`` for an
+    S3-compatible bucket through django-storages (``storages.backends.s3.S3Storage``,
+    which needs boto3; credentials come from boto3's own environment, never this URL).
+    An archive is never overwritten: the S3 entry keeps ``file_overwrite`` off, and a
+    bucket with object lock holds each object for its default retention.
+    """
+    if not url:
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(default_root)},
+        }
+    shown = redacted_url(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:
+        raise ImproperlyConfigured(
+            f"ARCHIVE_STORAGE_URL {shown!r} is not a URL: {error}."
+        ) from None
+    if parts.username or parts.password:
+        raise ImproperlyConfigured(
+            f"ARCHIVE_STORAGE_URL {shown!r} carries credentials: give the bucket's to boto3 "
+            "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an instance role) instead."
+        )
+    if parts.scheme == "file":
+        if parts.netloc or not parts.path.startswith("/"):
+            raise ImproperlyConfigured(f"ARCHIVE_STORAGE_URL {shown!r}: use file:///absolute/path.")
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": unquote(parts.path)},
+        }
+    if parts.scheme == "s3":
+        if not parts.hostname:
+            raise ImproperlyConfigured(f"ARCHIVE_STORAGE_URL {shown!r} names no bucket.")
+        query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        unknown = sorted(set(query) - set(_S3_OPTIONS))
+        if unknown:
+            raise ImproperlyConfigured(
+                f"ARCHIVE_STORAGE_URL {shown!r}: unknown option(s) {', '.join(unknown)}; "
+                f"known: {', '.join(_S3_OPTIONS)}."
+            )
+        options: dict[str, Any] = {
+            "bucket_name": parts.hostname,
+            "location": unquote(parts.path).strip("/"),
+            "file_overwrite": False,
+            "default_acl": None,
+            "querystring_auth": True,
+            **query,
+        }
+        return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+    raise ImproperlyConfigured(
+        f"ARCHIVE_STORAGE_URL {shown!r}: use file:///absolute/path or s3://bucket/prefix."
+    )

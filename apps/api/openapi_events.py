@@ -179,6 +179,25 @@ class TransparencyAlertEventSerializer(Serializer):
         ref_name = "TransparencyAlertEvent"
 
 
+class ReceiptsArchiveEventSerializer(Serializer):
+    """A closed month of the org's receipts, past its retention, was archived (written to
+    the archive storage) or its bodies retired from the mirror after the archive verified."""
+
+    month = serializers.CharField(help_text="YYYY-MM (UTC).")
+    first_seq = serializers.IntegerField()
+    last_seq = serializers.IntegerField()
+    receipts = serializers.IntegerField()
+    archive = serializers.CharField(help_text="The archive's name in the archive storage.")
+    location = serializers.CharField(help_text="Where it is: a path, or the bucket's URL.")
+    bytes = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    written_at = serializers.DateTimeField()
+    retired_at = serializers.DateTimeField(allow_null=True)
+
+    class Meta:
+        ref_name = "ReceiptsArchiveEvent"
+
+
 # Each event type: its envelope's component name and its payload.
 ENVELOPES: dict[str, tuple[str, type[Serializer]]] = {
     "approval.opened": ("ApprovalOpenedWebhook", ApprovalOpenedEventSerializer),
@@ -191,6 +210,8 @@ ENVELOPES: dict[str, tuple[str, type[Serializer]]] = {
     "api_key.created": ("ApiKeyCreatedWebhook", ApiKeyEventSerializer),
     "api_key.revoked": ("ApiKeyRevokedWebhook", ApiKeyEventSerializer),
     "transparency.alert": ("TransparencyAlertWebhook", TransparencyAlertEventSerializer),
+    "receipts.archived": ("ReceiptsArchivedWebhook", ReceiptsArchiveEventSerializer),
+    "receipts.retired": ("ReceiptsRetiredWebhook", ReceiptsArchiveEventSerializer),
 }
 
 

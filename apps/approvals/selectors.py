@@ -28,6 +28,7 @@ from apps.approvals.models import (
 from apps.common.stored_json import stored_value
 from apps.receipts.columns import indexed_text
 from apps.receipts.models import MirrorEntry
+from apps.receipts.selectors import RETIRED_BODY
 from apps.receipts.verifier import link_hash
 from apps.tenancy.models import Org
 
@@ -112,13 +113,14 @@ def approval_resolve(*, org: Org, ref: str) -> Approval | None:
 
 
 def mirrored_content(*, org: Org, action_hash: str) -> dict[str, Any] | None:
-    """The content of the mirrored receipt with ``action_hash``, if any."""
+    """The content of the mirrored receipt with ``action_hash``, if any (none once its body
+    is retired past the org's retention: it is then only in the org's archive)."""
     text = (
         MirrorEntry.objects.filter(org=org, action_hash=action_hash)
         .values_list("receipt", flat=True)
         .first()
     )
-    if text is None:
+    if text is None or text == RETIRED_BODY:
         return None
     content: dict[str, Any] = stored_value(text)["content"]
     return content
@@ -195,7 +197,7 @@ def _chain_reaches(
             .values_list("receipt", flat=True)
             .first()
         )
-        if text is None:
+        if text is None or text == RETIRED_BODY:  # a retired link's content is archived
             return False
         seq, previous = seq - 1, stored_value(text)["content"].get("prev_receipt_hash")
     return seq - 1 == target_seq and previous == target

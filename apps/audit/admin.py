@@ -22,9 +22,13 @@ from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationFo
 
 from apps.audit.evidence import EvidenceWindow
 from apps.audit.exports import evidence_export_request, export_file_response
-from apps.audit.models import EvidenceExportJob, ExportStatus
+from apps.audit.models import EvidenceExportJob, ExportStatus, ReceiptArchive
+from apps.audit.selectors import receipt_archive_of
+from apps.receipts.models import MirrorEntry
+from apps.receipts.selectors import is_retired
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
 from apps.tenancy.models import Role
+from apps.transparency.admin import TransparentMirrorEntryAdmin
 
 
 @admin.register(LogEntry)
@@ -173,3 +177,57 @@ class EvidenceExportJobAdmin(OrgScopedAdmin[EvidenceExportJob]):
         if not can_write(request, job.org_id, Role.AUDITOR):
             raise PermissionDenied
         return export_file_response(job)
+
+
+admin.site.unregister(MirrorEntry)
+
+
+@admin.register(MirrorEntry)
+class ArchivedMirrorEntryAdmin(TransparentMirrorEntryAdmin):
+    """The receipts page, with where a retired receipt's body is archived."""
+
+    # One field more than the transparency app's page (which cannot know the archive).
+    fields = ("archive", *TransparentMirrorEntryAdmin.fields)  # type: ignore[assignment]
+    readonly_fields = fields  # type: ignore[assignment]
+
+    @admin.display(description="Archive")
+    def archive(self, obj: MirrorEntry) -> str:
+        archive = receipt_archive_of(org=obj.org, seq=obj.seq)
+        if not is_retired(obj):
+            if archive is None:
+                return "in the mirror (not archived)"
+            return f"in the mirror, and archived ({archive.month:%Y-%m}, {archive.state})"
+        if archive is None:
+            return "the body is gone, and no archive holds it: run verify_chain"
+        return (
+            f"The body is archived: past the org's retention, the receipts of "
+            f"{archive.month:%Y-%m} (#{archive.first_seq}-{archive.last_seq}) were written to "
+            f"{archive.location} (SHA-256 {archive.sha256}), verified there, and retired from "
+            "the mirror. An evidence export of this range is served from that archive."
+        )
+
+
+@admin.register(ReceiptArchive)
+class ReceiptArchiveAdmin(OrgScopedAdmin[ReceiptArchive]):
+    """The org-months archived past retention (read only: the retention worker writes them)."""
+
+    list_display = ["org", "month", "first_seq", "last_seq", "receipts", "state", "location",
+                    "retired_at"]  # fmt: skip
+    list_filter = [OrgFilter, "state"]
+    fields = ("org", "month", "first_seq", "last_seq", "receipts", "state", "storage_name",
+              "location", "size", "sha256", "created_at", "written_at", "verified_at",
+              "retired_at")  # fmt: skip
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: ReceiptArchive | None = None
+    ) -> bool:
+        return False
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: ReceiptArchive | None = None
+    ) -> bool:
+        return False

@@ -70,8 +70,10 @@ from apps.audit.members import (
     approver_keys,
     chain_entries,
     session_index,
+    write_proofs,
     write_receipts,
 )
+from apps.audit.retired import ArchivedBodies
 from apps.audit.window import EvidenceWindow, parse_window, snapshot, window_rows
 from apps.receipts.selectors import mirror_head_get
 from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
@@ -93,10 +95,19 @@ def evidence_export(
     window: EvidenceWindow,
     now: datetime | None = None,
     actor: Actor = OPERATOR,
+    proofs: bool = False,
+    audited: bool = True,
 ) -> EvidenceArchive:
     """The evidence tar for ``org``'s receipts received within ``window``, built on disk
     (see the module docstring): every database read is done when this returns, and the
-    export is in the org's audit trail (who, which window, how many receipts)."""
+    export is in the org's audit trail (who, which window, how many receipts).
+
+    Receipts whose bodies are retired are served from their archives (each archived month
+    read from the archive storage), so an export of a retired range holds what an export
+    made before the retirement held. ``proofs``: a member ``proofs.jsonl`` too, each
+    receipt's transparency proof object against the latest checkpoint, one a line in seq
+    order (the archive of a month carries them). ``audited``: False for the archive, which
+    records its own act."""
     now = now or timezone.now()
     with ExitStack() as files:
 
@@ -104,38 +115,36 @@ def evidence_export(
             return Spool(files.enter_context(tempfile.TemporaryFile()))
 
         receipts, chain, approved, keys, sessions, records, manifest = (spool() for _ in range(7))
+        proved = spool() if proofs else None
         session_data = files.enter_context(tempfile.TemporaryFile())
+        body = ArchivedBodies(org=org, files=files).body
         with snapshot():
             stored = mirror_head_get(org=org)
             size, head = stored.size, stored.head
             rows = window_rows(org, window, size)
-            seen = write_receipts(receipts, rows)
+            seen = write_receipts(receipts, rows, body)
             write_json(
                 chain,
                 lambda entries: {"head": head, "size": size, "entries": entries, "next": None},
-                chain_entries(rows),
+                chain_entries(rows, body),
             )
             write_json(approved, lambda items: items, approvals(org, rows))
             write_json(keys, lambda items: items, approver_keys(org))
-            write_json(sessions, lambda items: items, session_index(rows, session_data, records))
-        org_audit_record(
-            org=org, kind=AuditKind.EVIDENCE_EXPORTED, actor=actor,
-            summary=f"Exported evidence ({window.start or 'start'} to {window.end or 'now'}), "
-            f"{seen.count} receipts",
-            detail={
-                "from": window.start.isoformat() if window.start else None,
-                "to": window.end.isoformat() if window.end else None,
-                "receipts": seen.count,
-                "chain_size": size,
-            },
-        )  # fmt: skip
-        verify = verify_md(org=org, window=window, now=now)
+            write_json(
+                sessions, lambda items: items, session_index(rows, session_data, records, body)
+            )
+            if proved is not None:
+                write_proofs(proved, org, rows)
+        if audited:
+            _record_export(org, window, actor, seen.count, size)
+        verify = verify_md(org=org, window=window, now=now, proofs=proofs)
         fixed = {
             "receipts.jsonl": receipts,
             "chain.json": chain,
             "approvals.json": approved,
             "approver_keys.json": keys,
             "sessions.json": sessions,
+            **({"proofs.jsonl": proved} if proved is not None else {}),
         }
         write_manifest(
             manifest, org=org, window=window, now=now, seen=seen, fixed=fixed,
@@ -158,6 +167,20 @@ def evidence_export(
             files=files.pop_all(),
         )
     return archive
+
+
+def _record_export(org: Org, window: EvidenceWindow, actor: Actor, count: int, size: int) -> None:
+    org_audit_record(
+        org=org, kind=AuditKind.EVIDENCE_EXPORTED, actor=actor,
+        summary=f"Exported evidence ({window.start or 'start'} to {window.end or 'now'}), "
+        f"{count} receipts",
+        detail={
+            "from": window.start.isoformat() if window.start else None,
+            "to": window.end.isoformat() if window.end else None,
+            "receipts": count,
+            "chain_size": size,
+        },
+    )  # fmt: skip
 
 
 def evidence_response(archive: EvidenceArchive, *, org: Org) -> StreamingHttpResponse:

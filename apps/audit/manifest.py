@@ -56,14 +56,28 @@ received from {start} to {end} (UTC), generated at {generated}.
    of those keys.
 """
 
+VERIFY_PROOFS_MD = """\
+6. **Transparency proofs.** `proofs.jsonl` holds, for each receipt in seq order, its proof
+   object (`proof`, for `seq` and `action_hash`) against one checkpoint of the transparency
+   log: the receipt's leaf in the org's tree, that tree's head in the checkpoint's top
+   tree, and the checkpoint note with its witnesses' cosignatures. Each line is a check as
 
-def verify_md(*, org: Org, window: EvidenceWindow, now: datetime) -> bytes:
-    return VERIFY_MD.format(
+       python manage.py verify_transparency --jsonl proofs.jsonl
+
+   reads it, naming the log's own `origin` and no witness: put the origin and the witness
+   keys (`witness_keys`, `required_cosignatures`) you trust in each line to check it
+   against your own trust. A later checkpoint of the log must extend this one.
+"""
+
+
+def verify_md(*, org: Org, window: EvidenceWindow, now: datetime, proofs: bool = False) -> bytes:
+    text = VERIFY_MD.format(
         org=org.slug,
         start=window.start or "the first receipt",
         end=window.end or "the export",
         generated=iso(now),
-    ).encode()
+    )
+    return (text + (VERIFY_PROOFS_MD if proofs else "")).encode()
 
 
 def write_manifest(

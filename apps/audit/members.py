@@ -6,7 +6,7 @@ and history, and the org's approver keys."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
@@ -24,12 +24,22 @@ from apps.audit.selectors import ENTRY_FIELDS
 from apps.receipts.models import MirrorEntry
 from apps.receipts.verifier.chain import link_hash
 from apps.tenancy.models import Org
+from apps.transparency.selectors import receipt_proofs
 
 # Rows per server-side cursor fetch: a receipt is a few KB, so about a megabyte in flight.
 CURSOR_ROWS = 500
 # Approvals per fetch: each comes as a model with its votes and events prefetched (several
 # KB of objects), so fewer at a time.
 APPROVAL_ROWS = 50
+
+
+# A receipt's body from its row: the stored text, or a retired entry's archived one
+# (``apps.audit.retired.ArchivedBodies.body``); ``(seq, stored text) -> body``.
+Body = Callable[[int, str], str]
+
+
+def stored_body(seq: int, text: str) -> str:
+    return text
 
 
 @dataclass
@@ -39,20 +49,42 @@ class Receipts:
     last_seq: int | None = None
 
 
-def write_receipts(spool: Spool, rows: QuerySet[MirrorEntry]) -> Receipts:
+def write_receipts(spool: Spool, rows: QuerySet[MirrorEntry], body: Body = stored_body) -> Receipts:
     seen = Receipts()
     ordered = rows.order_by("seq").values_list("seq", "receipt")
     for seq, receipt in ordered.iterator(chunk_size=CURSOR_ROWS):
-        spool.write(receipt + "\n")
+        spool.write(body(seq, receipt) + "\n")
         seen.count += 1
         seen.first_seq = seq if seen.first_seq is None else seen.first_seq
         seen.last_seq = seq
     return seen
 
 
-def chain_entries(rows: QuerySet[MirrorEntry]) -> Iterator[dict[str, Any]]:
-    """The window's entries newest first, as ``GET /v1/audit/chain`` shows them."""
+def write_proofs(spool: Spool, org: Org, rows: QuerySet[MirrorEntry]) -> None:
+    """``proofs.jsonl``: each entry's transparency proof object (transparency.md §5.1)
+    against the latest checkpoint, a line in seq order, each a ``verify_transparency
+    --jsonl`` check as it stands (the log's origin, no witness required: an auditor puts
+    the origin and witnesses they trust). ProofPending when a receipt is not in a published
+    checkpoint yet."""
+    ordered = rows.order_by("seq").values_list("seq", "action_hash")
+    for seq, action_hash, proof in receipt_proofs(
+        org=org, entries=ordered.iterator(chunk_size=CURSOR_ROWS)
+    ):
+        line = {
+            "op": "verify_proof", "seq": seq, "action_hash": action_hash,
+            "origin": proof["log_id"], "witness_keys": [], "required_cosignatures": 0,
+            "proof": proof,
+        }  # fmt: skip
+        spool.write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+
+def chain_entries(
+    rows: QuerySet[MirrorEntry], body: Body = stored_body
+) -> Iterator[dict[str, Any]]:
+    """The window's entries newest first, as ``GET /v1/audit/chain`` shows them (a retired
+    entry with its archived body, as it was before it was retired)."""
     for entry in rows.order_by("-seq").values(*ENTRY_FIELDS).iterator(chunk_size=CURSOR_ROWS):
+        entry["receipt"] = body(entry["seq"], entry["receipt"])
         entry["supersedes_action_hash"] = entry["supersedes_action_hash"] or None
         entry["superseded_by"] = entry["superseded_by"] or None
         entry["received_at"] = iso(entry["received_at"])
@@ -81,7 +113,7 @@ def _bytewise(field: str) -> Combinable | str:
 
 
 def session_index(
-    rows: QuerySet[MirrorEntry], data: IO[bytes], records: Spool
+    rows: QuerySet[MirrorEntry], data: IO[bytes], records: Spool, body: Body = stored_body
 ) -> Iterator[dict[str, Any]]:
     """The window's agent sessions (``sessions.json``), each complete one's chain file
     appended to ``data`` on the way, with a line ``[name, offset, facts]`` in ``records``.
@@ -93,7 +125,7 @@ def session_index(
         rows.filter(kind="action", session_seq__isnull=False)  # lifecycle receipts are no links
         .exclude(session_id="")
         .order_by(_bytewise("session_id"), "session_seq", "seq")
-        .values_list("session_id", "session_seq", "receipt")
+        .values_list("session_id", "session_seq", "receipt", "seq")
         .iterator(chunk_size=CURSOR_ROWS)
     )
     for number, (session_id, session_rows) in enumerate(groupby(links, key=itemgetter(0)), start=1):
@@ -101,7 +133,7 @@ def session_index(
         count, first_seq, last_seq, complete = 0, None, None, True
         waiting: list[list[str]] = []
         for seq, position_rows in groupby(session_rows, key=itemgetter(1)):
-            forms = [row[2] for row in position_rows]
+            forms = [body(row[3], row[2]) for row in position_rows]
             first_seq = seq if first_seq is None else first_seq
             last_seq = seq
             complete = complete and seq == count  # from seq 0 without a gap

@@ -47,3 +47,58 @@ class EvidenceExportJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.export_id} {self.status}"
+
+
+class ArchiveState(models.TextChoices):
+    """Where an org-month's archive stands; each step is idempotent and only ever moves
+    forward, so a retry after a crash resumes from the state it finds."""
+
+    PENDING = "pending", "Pending (being written)"
+    WRITTEN = "written", "Written (not yet verified)"
+    VERIFIED = "verified", "Verified (bodies not yet retired)"
+    RETIRED = "retired", "Retired (bodies removed from the mirror)"
+
+
+class ReceiptArchive(models.Model):
+    """One org's receipts of one closed month (UTC), archived past the org's retention: an
+    evidence tar (the format of ``export_evidence``, with the receipts' proofs) in the
+    archive storage (``STORAGES["archive"]``), read back and verified before the month's
+    bodies were retired from the mirror. The entries ``first_seq`` … ``last_seq`` are the
+    month's; a retired entry's body is found here by its ``seq``."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    month = models.DateField(help_text="The first day of the month (UTC).")
+    first_seq = models.BigIntegerField()
+    last_seq = models.BigIntegerField()
+    receipts = models.BigIntegerField()
+    state = models.CharField(
+        max_length=16, choices=ArchiveState.choices, default=ArchiveState.PENDING
+    )
+    # Where: the file's name in the archive storage, and the storage's description of it.
+    storage_name = models.CharField(max_length=500, blank=True, default="")
+    location = models.CharField(max_length=1000, blank=True, default="")
+    size = models.PositiveBigIntegerField(null=True, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    written_at = models.DateTimeField(null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "month"], name="audit_archive_org_month"),
+            models.CheckConstraint(
+                condition=models.Q(first_seq__gte=1)
+                & models.Q(last_seq__gte=models.F("first_seq")),
+                name="audit_archive_seq_range",
+            ),
+        ]
+        indexes = [models.Index(fields=["org", "last_seq"], name="audit_archive_org_seq")]
+        ordering = ["org_id", "month"]
+        verbose_name = "receipt archive"
+
+    def __str__(self) -> str:
+        return f"{self.org_id} {self.month:%Y-%m} #{self.first_seq}-{self.last_seq} {self.state}"
+
+    def covers(self, seq: int) -> bool:
+        return self.first_seq <= seq <= self.last_seq

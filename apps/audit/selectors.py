@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from apps.audit.models import ReceiptArchive
+from apps.audit.retired import READABLE, ArchivedBodies
 from apps.receipts.models import MirrorEntry
-from apps.receipts.selectors import mirror_head_get
+from apps.receipts.selectors import (
+    RETIRED_BODY,
+    ChainCheck,
+    mirror_chain_check,
+    mirror_head_get,
+)
 from apps.tenancy.models import Org
 
 # The members of a chain entry. ``receipt`` is the stored JCS text, so a verifier can
@@ -28,6 +37,10 @@ ENTRY_FIELDS = (
 )
 
 
+# What the chain window adds to a retired entry: that its body is archived, and where.
+RETIRED_FIELDS = ("retired", "archive")
+
+
 @dataclass(frozen=True)
 class ChainWindow:
     head: str  # the newest entry's chain_hash (64 zeros for an empty chain)
@@ -47,9 +60,73 @@ def audit_chain_window(*, org: Org, limit: int, before: int | None = None) -> Ch
     if before is not None:
         rows = rows.filter(seq__lt=before)
     entries = list(rows.order_by("-seq").values(*ENTRY_FIELDS)[:limit])
+    archives = _archives_of(org, [entry["seq"] for entry in entries if not entry["receipt"]])
     for entry in entries:
         entry["supersedes_action_hash"] = entry["supersedes_action_hash"] or None
         entry["superseded_by"] = entry["superseded_by"] or None
+        entry["retired"] = entry["receipt"] == RETIRED_BODY
+        archive = archives.get(entry["seq"]) if entry["retired"] else None
+        entry["archive"] = _archive_view(archive) if archive is not None else None
     oldest = entries[-1]["seq"] if entries else None
     next_before = oldest if oldest is not None and oldest > 1 and len(entries) == limit else None
     return ChainWindow(head=head, size=size, entries=entries, next_before=next_before)
+
+
+def _archives_of(org: Org, seqs: list[int]) -> dict[int, ReceiptArchive]:
+    """The archive holding each retired ``seq``'s body: one indexed read of the few
+    archives the window's range touches (one archive per month)."""
+    if not seqs:
+        return {}
+    archives = list(
+        ReceiptArchive.objects.filter(
+            org=org, last_seq__gte=min(seqs), first_seq__lte=max(seqs)
+        ).order_by("first_seq")
+    )
+    return {seq: archive for seq in seqs for archive in archives if archive.covers(seq)}
+
+
+def _archive_view(archive: ReceiptArchive) -> dict[str, Any]:
+    return {
+        "month": f"{archive.month:%Y-%m}",
+        "name": archive.storage_name,
+        "location": archive.location,
+        "sha256": archive.sha256,
+        "first_seq": archive.first_seq,
+        "last_seq": archive.last_seq,
+    }
+
+
+def receipt_archive_of(*, org: Org, seq: int) -> ReceiptArchive | None:
+    """The archive that holds entry ``seq``'s body (once its month was archived)."""
+    return ReceiptArchive.objects.filter(org=org, first_seq__lte=seq, last_seq__gte=seq).first()
+
+
+def audit_chain_verify(
+    *,
+    org: Org,
+    against_archive: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ChainCheck:
+    """The org's chain recomputed and every receipt re-verified (``mirror_chain_check``).
+    A retired entry is checked by its stored digest, and must lie in an archive that was
+    verified before it was retired (an emptied body anywhere else is a tampered row).
+    ``against_archive``: each retired body is also read back from the archive storage and
+    must match its digest and verify as a receipt."""
+    with ExitStack() as files:
+        bodies = ArchivedBodies(org=org, files=files)
+        check = mirror_chain_check(
+            org=org, progress=progress, archived_body=bodies.text if against_archive else None
+        )
+        if not check.ok or against_archive or not check.retired:
+            return check
+        retired = MirrorEntry.objects.filter(org=org, receipt=RETIRED_BODY)
+        for archive in ReceiptArchive.objects.filter(org=org, state__in=READABLE):
+            retired = retired.exclude(seq__gte=archive.first_seq, seq__lte=archive.last_seq)
+        stray = retired.order_by("seq").values_list("seq", flat=True).first()
+        if stray is not None:
+            return ChainCheck(
+                size=check.size, head=check.head, first_bad_seq=stray,
+                problem="its body is gone, and no verified archive holds it",
+                retired=check.retired,
+            )  # fmt: skip
+        return check

@@ -25,6 +25,9 @@ LAST_DAY = date.max - timedelta(days=1)
 class EvidenceWindow:
     start: date | None
     end: date | None
+    # An archive's window: exactly the entries first … last (by seq), whose dates are
+    # ``start`` … ``end``; None for a window of dates alone.
+    seqs: tuple[int, int] | None = None
 
 
 def parse_window(start: str | None, end: str | None) -> EvidenceWindow:
@@ -51,6 +54,8 @@ def window_rows(org: Org, window: EvidenceWindow, size: int) -> QuerySet[MirrorE
     # Only entries the head already covers: one appended while the export runs would make
     # the archive's head disagree with its last entry.
     rows = MirrorEntry.objects.filter(org=org, seq__lte=size)
+    if window.seqs is not None:
+        return rows.filter(seq__gte=window.seqs[0], seq__lte=window.seqs[1])
     if window.start:
         rows = rows.filter(received_at__gte=datetime.combine(window.start, time.min, UTC))
     if window.end:

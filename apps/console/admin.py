@@ -129,7 +129,9 @@ class OrgAdmin(OrgScopedAdmin[Org]):
         if not change:
             created = org_create(slug=obj.slug, name=obj.name, plan=obj.plan, actor=actor)
             obj.pk, obj.created_at = created.pk, created.created_at
-            fields = ("monthly_receipt_cap", "rate_per_minute", "rate_burst")
+            fields = (
+                "monthly_receipt_cap", "rate_per_minute", "rate_burst", "receipt_retention_days",
+            )  # fmt: skip
             limits = {name: getattr(obj, name) for name in fields if getattr(obj, name) is not None}
             if limits:
                 org_set_limits(org=created, actor=actor, **limits)
@@ -137,7 +139,8 @@ class OrgAdmin(OrgScopedAdmin[Org]):
         stored = Org.objects.get(pk=obj.pk)
         org_set_limits(
             org=stored, plan=obj.plan, monthly_receipt_cap=obj.monthly_receipt_cap,
-            rate_per_minute=obj.rate_per_minute, rate_burst=obj.rate_burst, actor=actor,
+            rate_per_minute=obj.rate_per_minute, rate_burst=obj.rate_burst,
+            receipt_retention_days=obj.receipt_retention_days, actor=actor,
         )  # fmt: skip
 
     list_display = ["slug", "name", "plan", "created_at", "dashboard_link"]
@@ -145,7 +148,14 @@ class OrgAdmin(OrgScopedAdmin[Org]):
         (None, {"fields": ["slug", "name", "plan"]}),
         (
             "Limits (empty: the plan's default)",
-            {"fields": ["monthly_receipt_cap", "rate_per_minute", "rate_burst"]},
+            {
+                "fields": [
+                    "monthly_receipt_cap",
+                    "rate_per_minute",
+                    "rate_burst",
+                    "receipt_retention_days",
+                ]
+            },
         ),
     ]
     search_fields = ["slug", "name"]

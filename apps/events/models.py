@@ -26,6 +26,8 @@ class EventType(models.TextChoices):
     API_KEY_CREATED = "api_key.created", "api_key.created"
     API_KEY_REVOKED = "api_key.revoked", "api_key.revoked"
     TRANSPARENCY_ALERT = "transparency.alert", "transparency.alert"
+    RECEIPTS_ARCHIVED = "receipts.archived", "receipts.archived"
+    RECEIPTS_RETIRED = "receipts.retired", "receipts.retired"
 
 
 # Members may opt in to email for these (the "approval events").

@@ -18,6 +18,7 @@ from django.utils import timezone
 from apps.common.stored_json import stored_value
 from apps.policy.rules import Policy, evaluate
 from apps.receipts.models import MirrorEntry
+from apps.receipts.selectors import RETIRED_BODY
 from apps.tenancy.models import Org
 
 SAMPLE_SIZE = 20
@@ -51,12 +52,15 @@ def policy_preview(*, org: Org, draft: Policy, days: int, limit: int) -> Preview
     """Evaluate the org's action receipts of the last ``days`` days (newest ``limit`` of
     them) under ``draft`` and count the decisions that would change.
 
-    Superseded entries are skipped: the superseding entry is the same action, counted once.
+    Superseded entries are skipped: the superseding entry is the same action, counted once;
+    so are entries whose body is retired (past the org's retention, archived): there is no
+    action left to evaluate.
     """
     report = PreviewReport(days=days)
     since = timezone.now() - timedelta(days=days)
     rows = (
         MirrorEntry.objects.filter(org=org, received_at__gte=since, kind="action", superseded_by="")
+        .exclude(receipt=RETIRED_BODY)
         .order_by("-seq")
         .values_list("seq", "action_hash", "receipt")[: limit + 1]
     )

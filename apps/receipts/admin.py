@@ -26,7 +26,7 @@ from apps.common.vocabulary import DECISION_PATHS, LIFECYCLE_KINDS, VERBS
 from apps.receipts.mirror_chain import EMPTY_CHAIN_HEAD, chain_hash, receipt_digest
 from apps.receipts.models import MirrorEntry, MirrorHead
 from apps.receipts.search import MirrorSearch, mirror_search, seq_range_received
-from apps.receipts.selectors import stored_level_holds
+from apps.receipts.selectors import is_retired, stored_level_holds
 from apps.receipts.verifier import verify_receipt
 from apps.receipts.verifier.verify import Verdict
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin
@@ -40,12 +40,16 @@ class Reverification:
     seq: int
     verdict: Verdict
     problems: tuple[str, ...]
+    retired: bool = False  # the body is archived: only its digest and links are checked here
 
     @property
     def ok(self) -> bool:
-        return self.verdict.is_valid and not self.problems
+        return (self.retired or self.verdict.is_valid) and not self.problems
 
     def __str__(self) -> str:
+        if self.retired:
+            link = "; ".join(self.problems) if self.problems else "digest and chain link hold"
+            return f"#{self.seq}: body archived and retired (checked by its digest); {link}"
         level = f" at {self.verdict.trust_level}" if self.verdict.trust_level else ""
         sentence = VERDICT_SENTENCES.get(self.verdict.kind, "").rstrip(".")
         explained = f"{self.verdict.kind}{level}" + (f" ({sentence})" if sentence else "")
@@ -56,14 +60,16 @@ class Reverification:
 
 def reverify(entry: MirrorEntry) -> Reverification:
     """verify_receipt on the stored text, then the entry's digest, its chain hash and its
-    links to both neighbours recomputed (the single-entry form of mirror_chain_check)."""
-    verdict = verify_receipt(entry.receipt)
+    links to both neighbours recomputed (the single-entry form of mirror_chain_check). A
+    retired entry (its body archived) is checked by its stored digest."""
+    retired = is_retired(entry)
+    verdict = verify_receipt(entry.receipt) if not retired else Verdict(kind="Retired")
     problems = []
     if verdict.receipt is not None and verdict.receipt.action_hash != entry.action_hash:
         problems.append("the stored receipt's action_hash differs from the entry's")
     if verdict.is_valid and not stored_level_holds(verdict, entry.trust_level):
         problems.append(f"stored trust level {entry.trust_level}, derived {verdict.trust_level}")
-    digest = receipt_digest(entry.receipt)
+    digest = receipt_digest(entry.receipt) if not retired else entry.receipt_digest
     if digest != entry.receipt_digest:
         problems.append("receipt_digest does not match the stored text")
     recomputed = chain_hash(
@@ -87,7 +93,7 @@ def reverify(entry: MirrorEntry) -> Reverification:
     following = neighbours.get(entry.seq + 1)
     if following is not None and following[0] != entry.chain_hash:
         problems.append(f"entry #{entry.seq + 1} does not link to this chain_hash")
-    return Reverification(seq=entry.seq, verdict=verdict, problems=tuple(problems))
+    return Reverification(seq=entry.seq, verdict=verdict, problems=tuple(problems), retired=retired)
 
 
 def choices_filter(field: str, label: str, values: tuple[str, ...]) -> type[admin.ListFilter]:
@@ -492,6 +498,12 @@ class MirrorEntryAdmin(KeysetAdmin, OrgScopedAdmin[MirrorEntry]):
 
     @admin.display(description="Receipt")
     def readable(self, obj: MirrorEntry) -> str:
+        if is_retired(obj):
+            return (
+                "The body of this receipt is archived: it was past the org's retention, so it "
+                "was written to the org's archive of its month, verified there, and retired "
+                "from the mirror. Its hashes and chain position below still verify."
+            )
         try:
             envelope: dict[str, Any] = json.loads(obj.receipt)
             content: dict[str, Any] = envelope["content"]
@@ -541,6 +553,8 @@ class MirrorEntryAdmin(KeysetAdmin, OrgScopedAdmin[MirrorEntry]):
     @admin.display(description="Stored receipt")
     def raw_receipt(self, obj: MirrorEntry) -> str:
         """The stored text, folded away: indented JSON when it decodes, else as stored."""
+        if is_retired(obj):
+            return "archived (see the receipt above)"
         try:
             text = json.dumps(json.loads(obj.receipt), ensure_ascii=False, indent=2)
         except ValueError:

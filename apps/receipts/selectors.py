@@ -29,12 +29,30 @@ def mirror_head_get(*, org: Org) -> ChainHead:
     return ChainHead(size=size, head=head, month=month, month_count=month_count)
 
 
+# A retired entry's stored text (apps.audit.retention): its body lives in the org's archive
+# of that month; what the chain and the proofs need stays in the row.
+RETIRED_BODY = ""
+
+
+def is_retired(entry: MirrorEntry) -> bool:
+    """Whether the entry's body has been archived and retired from the mirror (a stored
+    receipt is never empty otherwise: it is the JCS text of a JSON object)."""
+    return entry.receipt == RETIRED_BODY
+
+
+# For a check against the archive: the archived body of a retired entry's ``seq``, or None
+# when no archive answers for it.
+ArchivedBody = Callable[[int], "str | None"]
+
+
 @dataclass(frozen=True)
 class ChainCheck:
     size: int
     head: str
     first_bad_seq: int | None = None
     problem: str | None = None
+    retired: int = 0  # entries whose body is archived (checked by their digests)
+    checked_against_archive: int = 0  # of those, re-verified from the archived body
 
     @property
     def ok(self) -> bool:
@@ -42,21 +60,37 @@ class ChainCheck:
 
 
 def mirror_chain_check(
-    *, org: Org, progress: Callable[[int, int], None] | None = None
+    *,
+    org: Org,
+    progress: Callable[[int, int], None] | None = None,
+    archived_body: ArchivedBody | None = None,
 ) -> ChainCheck:
     """Recompute ``org``'s whole chain from the stored receipts and re-verify each one.
 
-    Stops at the first entry whose stored receipt, digest, verdict, position or chain hash
-    does not hold, and names its ``seq``.
+    A retired entry (its body archived) is checked by its stored digest: its chain hash
+    recomputes from it and links to its neighbours. With ``archived_body`` it is checked
+    against the archive too: the archived body has that digest and verifies as a receipt
+    would have. Stops at the first entry whose stored receipt, digest, verdict, position or
+    chain hash does not hold, and names its ``seq``.
     """
     stored = mirror_head_get(org=org)
     total = stored.size
     running = EMPTY_CHAIN_HEAD
     expected_seq = 0
+    retired = against_archive = 0
     entries = MirrorEntry.objects.filter(org=org).order_by("seq")
     for entry in entries.iterator(chunk_size=500):
         expected_seq += 1
-        problem = _entry_problem(entry, expected_seq, running)
+        text: str | None = entry.receipt
+        if is_retired(entry):
+            retired += 1
+            text = archived_body(entry.seq) if archived_body is not None else None
+            if archived_body is not None and text is None:
+                problem: str | None = "retired, and no archive holds its body"
+                return ChainCheck(size=total, head=running, first_bad_seq=entry.seq,
+                                  problem=problem)  # fmt: skip
+            against_archive += text is not None
+        problem = _entry_problem(entry, expected_seq, running, text)
         if problem is not None:
             return ChainCheck(size=total, head=running, first_bad_seq=entry.seq, problem=problem)
         running = entry.chain_hash
@@ -70,7 +104,9 @@ def mirror_chain_check(
             problem=f"chain head records {stored.size} entries ending {stored.head}, "
             f"the entries end at {expected_seq} with {running}",
         )
-    return ChainCheck(size=expected_seq, head=running)
+    return ChainCheck(
+        size=expected_seq, head=running, retired=retired, checked_against_archive=against_archive
+    )
 
 
 def stored_level_holds(verdict: Verdict, stored: str) -> bool:
@@ -80,21 +116,33 @@ def stored_level_holds(verdict: Verdict, stored: str) -> bool:
     return verdict.trust_level == stored or (verdict.decision_signer is not None and stored == "L1")
 
 
-def _entry_problem(entry: MirrorEntry, expected_seq: int, prev: str) -> str | None:
+def _entry_problem(
+    entry: MirrorEntry, expected_seq: int, prev: str, text: str | None
+) -> str | None:
+    """What is wrong with ``entry`` at ``expected_seq`` after ``prev``; ``text`` is its
+    body (the stored one, or a retired entry's archived one), None for a retired entry
+    checked by its stored digest alone."""
     if entry.seq != expected_seq:
         return f"seq {entry.seq} found where {expected_seq} was expected (gap or reorder)"
     if entry.prev_chain_hash != prev:
         return "prev_chain_hash does not equal the previous entry's chain_hash"
-    digest = receipt_digest(entry.receipt)
+    if text is None:
+        return _link_problem(entry, prev, entry.receipt_digest)
+    where = "archived" if is_retired(entry) else "stored"
+    digest = receipt_digest(text)
     if digest != entry.receipt_digest:
-        return "stored receipt does not match its receipt_digest"
-    verdict = verify_receipt(entry.receipt)
+        return f"{where} receipt does not match its receipt_digest"
+    verdict = verify_receipt(text)
     if not verdict.is_valid or verdict.receipt is None:
-        return f"stored receipt no longer verifies: {verdict.kind}: {verdict.detail}"
+        return f"{where} receipt no longer verifies: {verdict.kind}: {verdict.detail}"
     if verdict.receipt.action_hash != entry.action_hash:
-        return "stored receipt's action_hash differs from the entry's"
+        return f"{where} receipt's action_hash differs from the entry's"
     if not stored_level_holds(verdict, entry.trust_level):
         return f"stored trust level {entry.trust_level} differs from derived {verdict.trust_level}"
+    return _link_problem(entry, prev, digest)
+
+
+def _link_problem(entry: MirrorEntry, prev: str, digest: str) -> str | None:
     recomputed = chain_hash(
         prev_chain_hash=prev,
         seq=entry.seq,

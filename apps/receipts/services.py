@@ -38,6 +38,7 @@ from apps.receipts.errors import (
 )
 from apps.receipts.mirror_chain import chain_hash, receipt_digest
 from apps.receipts.models import MirrorEntry, RefusalCount, TrustLevel
+from apps.receipts.selectors import RETIRED_BODY, is_retired
 from apps.receipts.verifier import DecodedReceipt, canonicalize, link_hash, parse_json
 from apps.receipts.verifier.schema import decode_envelope
 from apps.tenancy.models import ApiKey, Org
@@ -396,6 +397,11 @@ def _supersede_target(
     target = MirrorEntry.objects.filter(org=org, action_hash=target_hash).first()
     if target is None:
         raise SupersedeTargetNotFound(f"no mirrored receipt with action_hash {target_hash}")
+    if is_retired(target):
+        raise SupersedeRefused(
+            f"{target_hash} is past the org's retention: its body is archived and retired "
+            "from the mirror, so the approved form cannot be bound to it"
+        )
     if target.superseded_by:
         raise SupersedeRefused(f"{target_hash} is already superseded by {target.superseded_by}")
     if target.trust_level != TrustLevel.L0:
@@ -500,3 +506,31 @@ def refusals_record(*, org: Org, refusals: Sequence[tuple[str, str]]) -> None:
             )
     for kind, _ in refusals:
         metrics.receipts_refused(kind)
+
+
+def mirror_bodies_retire(
+    *, org: Org, first_seq: int, last_seq: int, batch: int | None = None
+) -> int:
+    """Empty the stored text of ``org``'s entries ``first_seq`` … ``last_seq`` (the body is
+    retired; seq, hashes, digests, links and trust level stay, so the chain and the proofs
+    still verify); the number of entries retired now. Call it only for a range whose
+    archive was written and verified (``apps.audit.retention``; a benchmark may call it
+    alone).
+
+    Batched: one short statement of at most ``batch`` entries (``RETENTION_RETIRE_BATCH``)
+    at a time, each its own transaction, on the (org, seq) index. The append never waits on
+    these rows (it reads them only for a duplicate or a session neighbour, and an UPDATE
+    blocks no reader), and the space of each batch's old versions is reusable once VACUUM
+    has passed. Idempotent: an entry already retired is skipped, so a retry after a crash
+    finishes the range."""
+    size = batch or settings.RETENTION_RETIRE_BATCH
+    retired = 0
+    for start in range(first_seq, last_seq + 1, size):
+        end = min(start + size - 1, last_seq)
+        with transaction.atomic():
+            retired += (
+                MirrorEntry.objects.filter(org=org, seq__gte=start, seq__lte=end)
+                .exclude(receipt=RETIRED_BODY)
+                .update(receipt=RETIRED_BODY)
+            )
+    return retired

@@ -27,7 +27,8 @@ from apps.tenancy.credential_limits import seconds_locked
 # shown to superusers only.
 JOBS: list[tuple[str, list[tuple[str, str]]]] = [
     ("Receipts", [("receipts.mirrorentry", "Mirrored receipts"),
-                  ("url:console-verify", "Verify a receipt")]),
+                  ("url:console-verify", "Verify a receipt"),
+                  ("audit.receiptarchive", "Receipt archives")]),
     ("Approvals", [("approvals.approval", "Approval queue"),
                    ("approvals.approverkey", "Approver keys"),
                    ("url:console-approver-key", "Approver's signing key")]),

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+
+
+def validate_retention_days(days: int) -> None:
+    """0 (keep for ever) or at least ``RETENTION_FLOOR_DAYS``: a form's check of what
+    ``org_set_limits`` refuses too."""
+    floor = settings.RETENTION_FLOOR_DAYS
+    if 0 < days < floor:
+        raise ValidationError(
+            f"At least {floor} days (RETENTION_FLOOR_DAYS), or 0 to keep receipts for ever."
+        )
 
 
 class Plan(models.TextChoices):
@@ -66,6 +77,16 @@ class Org(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Requests that may arrive at once; empty: the plan's.",
     )
+    # Per-org override of the plan's retention of receipt bodies in the hot table, in days
+    # (settings.RECEIPT_RETENTION_DAYS; 0 keeps them for ever). Never below
+    # settings.RETENTION_FLOOR_DAYS except 0: org_set_limits refuses it.
+    receipt_retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[validate_retention_days],
+        help_text="Days receipt bodies stay in the mirror before they are archived and "
+        "retired; 0 keeps them for ever; empty: the plan's.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -99,6 +120,15 @@ class Org(models.Model):
             return self.monthly_receipt_cap
         caps: dict[str, int] = settings.MONTHLY_RECEIPT_CAPS
         return caps[self.plan]
+
+    @property
+    def effective_receipt_retention_days(self) -> int:
+        """Days a receipt's body stays in the mirror (0: for ever): the org's override or
+        its plan's default (settings.RECEIPT_RETENTION_DAYS)."""
+        if self.receipt_retention_days is not None:
+            return self.receipt_retention_days
+        days: dict[str, int] = settings.RECEIPT_RETENTION_DAYS
+        return days[self.plan]
 
 
 class ApiKey(models.Model):
@@ -173,6 +203,8 @@ class AuditKind(models.TextChoices):
     WEBHOOK_ENDPOINT_ENABLED = "webhook_endpoint.enabled", "Webhook endpoint enabled"
     WEBHOOK_ENDPOINT_DISABLED = "webhook_endpoint.disabled", "Webhook endpoint disabled"
     WEBHOOK_SECRET_ROTATED = "webhook_endpoint.secret_rotated", "Webhook signing secret rotated"
+    RECEIPTS_ARCHIVED = "receipts.archived", "Receipts archived"
+    RECEIPTS_RETIRED = "receipts.retired", "Receipt bodies retired"
 
 
 class OrgAuditEvent(models.Model):

@@ -7,7 +7,8 @@ covers (top leaves below its size, nodes of sizes it published) is one consisten
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +29,12 @@ from apps.transparency.errors import (
 )
 from apps.transparency.models import Checkpoint, Cosignature, OrgLog, TopLeaf, TopNode, Witness
 from apps.transparency.storage import org_node_reader, top_node_reader
-from apps.transparency.tree.merkle import consistency_proof_from, inclusion_proof_from
+from apps.transparency.tree.merkle import (
+    Node,
+    NodeHashes,
+    consistency_proof_from,
+    inclusion_proof_from,
+)
 from apps.transparency.tree.note import checkpoint_note, is_hex64
 from apps.transparency.tree.tiles import TILE_WIDTH, TileRef, entry_bundle, tile_served
 
@@ -98,36 +104,102 @@ def receipt_proof(*, org: Org, action_hash: str) -> dict[str, Any]:
     )
     if seq is None:
         raise ReceiptNotFound("no such receipt")
-    checkpoint = latest_checkpoint()
-    head = None
-    if checkpoint is not None:
-        head = TopLeaf.objects.filter(org=org, index__lt=checkpoint.size).order_by("-index").first()
-    if checkpoint is None or head is None or head.org_tree_size < seq:
-        raise ProofPending(
-            "this receipt is not yet in a checkpoint", retry_after=retry_after_seconds(checkpoint)
-        )
-    view = checkpoint_view(checkpoint)
-    inclusion = inclusion_proof_from(seq - 1, head.org_tree_size, org_node_reader(org.pk))
-    top = inclusion_proof_from(head.index, checkpoint.size, top_node_reader())
-    proof: dict[str, Any] = {
-        "log_id": checkpoint.body.split("\n", 1)[0],
-        "leaf_index": seq - 1,
-        "inclusion_proof": [value.hex() for value in inclusion],
-        "org_root": bytes(head.org_root).hex(),
-        "org_tree_size": head.org_tree_size,
-        "epoch": checkpoint.epoch,
-        "org_id": head.log_id,
-        "top_leaf_index": head.index,
-        "checkpoint": view.note,
-    }
-    if top:
-        proof["top_inclusion_proof"] = [value.hex() for value in top]
-    if view.cosignatures:
-        proof["cosignatures"] = [
-            {"witness_key": row.witness.vkey, "signature": row.line.split(" ", 2)[2]}
-            for row in view.cosignatures
-        ]
-    return proof
+    return _ProofBase.latest(org).proof(seq)
+
+
+@dataclass
+class _ProofBase:
+    """What every proof of an org against one checkpoint shares: the checkpoint, the org's
+    head in it, and readers of the nodes (the org's remembered across proofs, so a run of
+    neighbouring receipts reads each shared node once)."""
+
+    org: Org
+    checkpoint: Checkpoint | None
+    head: TopLeaf | None
+    parts: dict[str, Any] | None = None
+    known: dict[Node, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def latest(cls, org: Org) -> _ProofBase:
+        checkpoint = latest_checkpoint()
+        head = None
+        if checkpoint is not None:
+            heads = TopLeaf.objects.filter(org=org, index__lt=checkpoint.size)
+            head = heads.order_by("-index").first()
+        return cls(org=org, checkpoint=checkpoint, head=head)
+
+    def covers(self, seq: int) -> bool:
+        return self.head is not None and self.head.org_tree_size >= seq
+
+    def proof(self, seq: int) -> dict[str, Any]:
+        checkpoint, head = self.checkpoint, self.head
+        if checkpoint is None or head is None or head.org_tree_size < seq:
+            raise ProofPending(
+                "this receipt is not yet in a checkpoint",
+                retry_after=retry_after_seconds(checkpoint),
+            )
+        shared = self._shared(checkpoint, head)
+        inclusion = inclusion_proof_from(seq - 1, head.org_tree_size, self._org_nodes)
+        proof: dict[str, Any] = {
+            "log_id": shared["log_id"],
+            "leaf_index": seq - 1,
+            "inclusion_proof": [value.hex() for value in inclusion],
+            "org_root": bytes(head.org_root).hex(),
+            "org_tree_size": head.org_tree_size,
+            "epoch": checkpoint.epoch,
+            "org_id": head.log_id,
+            "top_leaf_index": head.index,
+            "checkpoint": shared["note"],
+        }
+        if shared["top"]:
+            proof["top_inclusion_proof"] = shared["top"]
+        if shared["cosignatures"]:
+            proof["cosignatures"] = shared["cosignatures"]
+        return proof
+
+    def _shared(self, checkpoint: Checkpoint, head: TopLeaf) -> dict[str, Any]:
+        if self.parts is None:
+            view = checkpoint_view(checkpoint)
+            top = inclusion_proof_from(head.index, checkpoint.size, top_node_reader())
+            self.parts = {
+                "log_id": checkpoint.body.split("\n", 1)[0],
+                "note": view.note,
+                "top": [value.hex() for value in top],
+                "cosignatures": [
+                    {"witness_key": row.witness.vkey, "signature": row.line.split(" ", 2)[2]}
+                    for row in view.cosignatures
+                ],
+            }
+        return self.parts
+
+    def _org_nodes(self, needed: set[Node]) -> NodeHashes:
+        missing = needed - set(self.known)
+        if missing:
+            if len(self.known) > PROOF_NODE_CACHE:
+                self.known.clear()
+            self.known.update(org_node_reader(self.org.pk)(missing))
+        return {node: self.known[node] for node in needed}
+
+
+# Org tree nodes a run of proofs remembers (a few MB at most).
+PROOF_NODE_CACHE = 100_000
+
+
+def receipt_proofs(
+    *, org: Org, entries: Iterable[tuple[int, str]]
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """The proof object (§5.1) of each ``(seq, action_hash)`` of ``org``, all against the
+    latest checkpoint: ``(seq, action_hash, proof)``. ProofPending at the first entry no
+    published head of the org covers yet. For an archive of many receipts: the checkpoint
+    and the org's head are read once, and each tree node once per run."""
+    base = _ProofBase.latest(org)
+    for seq, action_hash in entries:
+        yield seq, action_hash, base.proof(seq)
+
+
+def receipt_proofs_covered(*, org: Org, last_seq: int) -> bool:
+    """Whether the latest checkpoint covers the org's entries up to ``last_seq``."""
+    return _ProofBase.latest(org).covers(last_seq)
 
 
 @dataclass(frozen=True)

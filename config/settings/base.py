@@ -20,6 +20,7 @@ from config.env import (
     env_list,
     env_log_level,
     env_str,
+    parse_archive_storage_url,
     parse_database_url,
     with_postgres_timeouts,
 )
@@ -261,6 +262,17 @@ MONTHLY_RECEIPT_CAPS = {
     "team": env_int("RECEIPT_CAP_TEAM", 2_000_000),
     "custom": env_int("RECEIPT_CAP_CUSTOM", 10_000_000),
 }
+# Days a receipt's body stays in the mirror per plan before the closed month it was received
+# in is archived (one evidence tar per org and month, to ARCHIVE_STORAGE_URL) and its bodies
+# retired from the hot table; 0 keeps them for ever. An org can override its own (console,
+# `manage.py set_org_limits --retention-days N`), never below RETENTION_FLOOR_DAYS but 0.
+RECEIPT_RETENTION_DAYS = {
+    "free": env_int("RETENTION_DAYS_FREE", 90),
+    "pro": env_int("RETENTION_DAYS_PRO", 365),
+    "team": env_int("RETENTION_DAYS_TEAM", 730),
+    "custom": env_int("RETENTION_DAYS_CUSTOM", 0),
+}
+RETENTION_FLOOR_DAYS = env_int("RETENTION_FLOOR_DAYS", 30, minimum=1)
 # SDK-plane rate limits per plan: a sustained rate (requests per minute) and a burst (the
 # bucket's capacity: that many may arrive at once). Counted per org across its keys, in
 # the shared cache (Redis when REDIS_URL is set). Overridable per org (admin,
@@ -453,3 +465,23 @@ MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(LOCAL_DATA_DIR / "media")))
 # Background evidence exports an org may have queued or running at once; one more is
 # refused (409) until one is ready or has failed. Each reads the org's whole window.
 EVIDENCE_EXPORTS_PER_ORG = env_int("EVIDENCE_EXPORTS_PER_ORG", 2, minimum=1)
+
+# The archive of retired receipts (docs/retention.md): one evidence tar per org and closed
+# month past its retention, written once through Django's storage API, read back and
+# verified before the month's bodies leave the mirror. Empty: a directory (ARCHIVE_ROOT);
+# file:///absolute/path; or s3://bucket/prefix?endpoint_url=...&region_name=... through
+# django-storages (boto3's credentials; a bucket with object lock keeps each tar for its
+# default retention, write-once).
+ARCHIVE_ROOT = Path(env_str("ARCHIVE_ROOT", str(LOCAL_DATA_DIR / "archive")))
+ARCHIVE_STORAGE_URL = env_str("ARCHIVE_STORAGE_URL", "")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "archive": parse_archive_storage_url(ARCHIVE_STORAGE_URL, default_root=ARCHIVE_ROOT),
+}
+# Seconds between the retention sweeps the worker's scheduler enqueues (archive, verify,
+# retire each due org-month; idempotent); 0 turns retention off.
+RETENTION_SWEEP_SECONDS = env_int("RETENTION_SWEEP_SECONDS", 3600)
+# Entries whose bodies one statement retires (one short transaction each: the append
+# never waits long behind it, and VACUUM can reclaim as it goes).
+RETENTION_RETIRE_BATCH = env_int("RETENTION_RETIRE_BATCH", 5000, minimum=1)

@@ -262,14 +262,14 @@ def test_the_export_reads_one_read_only_snapshot(cast, push, monkeypatch) -> Non
     seen: list[tuple[str, str]] = []
     write_receipts = evidence.write_receipts
 
-    def spy(spool, rows):
+    def spy(spool, rows, body):
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT current_setting('transaction_isolation'), "
                 "current_setting('transaction_read_only')"
             )
             seen.append(cursor.fetchone())
-        return write_receipts(spool, rows)
+        return write_receipts(spool, rows, body)
 
     monkeypatch.setattr(evidence, "write_receipts", spy)
     assert push(Agent().receipt()).status_code == HTTPStatus.CREATED

@@ -91,3 +91,17 @@ def test_preview_validates_the_draft_like_a_deploy(cast, dashboard) -> None:
 def test_preview_needs_a_manager(cast, dashboard) -> None:
     response = dashboard("auditor").post("/v1/policy/preview", {"toml": ""}, format="json")
     assert response.status_code == HTTPStatus.FORBIDDEN
+
+
+def test_preview_skips_receipts_whose_body_is_retired(cast, dashboard, push) -> None:
+    from apps.receipts.services import mirror_bodies_retire
+
+    _mirror(push, Agent(), 3)
+    mirror_bodies_retire(org=cast.acme, first_seq=1, last_seq=2)  # as retention does
+
+    response = dashboard("manager").post(
+        "/v1/policy/preview", {"toml": BLOCK_SEARCH, "days": 90}, format="json"
+    )
+
+    assert response.status_code == HTTPStatus.OK
+    assert response.json()["considered"] == 1

@@ -54,3 +54,14 @@ def test_it_refuses_what_is_not_a_limit(cast, args, message) -> None:
 def test_an_unknown_org_is_refused(cast) -> None:
     with pytest.raises(CommandError):
         call_command("set_org_limits", "nope", "--burst", "3")
+
+
+def test_the_retention_is_set_and_reset_and_never_below_the_floor(cast, capsys, settings) -> None:
+    settings.RETENTION_FLOOR_DAYS = 30
+    out = run(capsys, "--retention-days", "400")
+    assert (out["retention_days"], out["retention_overridden"]) == (400, True)
+    assert run(capsys, "--retention-days", "0")["retention_days"] == 0  # kept for ever
+    with pytest.raises(CommandError, match="below the floor of 30 days"):
+        run(capsys, "--retention-days", "29")
+    out = run(capsys, "--retention-days", "plan")
+    assert (out["retention_days"], out["retention_overridden"]) == (365, False)  # pro's

@@ -25,6 +25,18 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 
 
+class ArchiveSerializer(serializers.Serializer[Any]):
+    month = serializers.CharField(help_text="YYYY-MM (UTC): the org-month archived.")
+    name = serializers.CharField(help_text="The evidence tar's name in the archive storage.")
+    location = serializers.CharField(help_text="Where it is: a path, or the bucket's URL.")
+    sha256 = serializers.CharField(help_text="SHA-256 of the whole tar.")
+    first_seq = serializers.IntegerField()
+    last_seq = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "ReceiptArchiveRef"
+
+
 class AuditChainApi(DashboardApi):
     permission_classes = [role_required(Role.AUDITOR)]
 
@@ -58,7 +70,18 @@ class AuditChainApi(DashboardApi):
             prev_chain_hash = serializers.CharField()
             chain_hash = serializers.CharField(help_text="server.md §3 link hash.")
             received_at = serializers.DateTimeField()
-            receipt = serializers.CharField(help_text="The stored receipt (JCS text).")
+            receipt = serializers.CharField(
+                allow_blank=True,
+                help_text="The stored receipt (JCS text); empty once its body is retired "
+                "(`retired`): it is then in `archive`, and `receipt_digest` still checks it.",
+            )
+            retired = serializers.BooleanField(
+                help_text="The body is past the org's retention: archived, then retired "
+                "from the mirror. The chain and the proofs still verify."
+            )
+            archive = ArchiveSerializer(
+                allow_null=True, help_text="Where a retired entry's body is archived."
+            )
 
             class Meta:
                 ref_name = "AuditChainEntry"

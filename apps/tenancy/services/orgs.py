@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from apps.common.errors import InvalidInput
@@ -37,12 +38,26 @@ def org_create(
 _UNCHANGED: Any = object()
 
 
+def retention_days_check(days: int) -> None:
+    """A retention of receipt bodies an org may have: 0 (for ever), or at least
+    ``RETENTION_FLOOR_DAYS`` (a promise to keep them that long, whoever asks for less)."""
+    floor = settings.RETENTION_FLOOR_DAYS
+    if days < 0:
+        raise InvalidInput("the retention cannot be negative")
+    if 0 < days < floor:
+        raise InvalidInput(
+            f"a retention of {days} days is below the floor of {floor} days "
+            "(RETENTION_FLOOR_DAYS); 0 keeps receipts for ever"
+        )
+
+
 def org_set_limits(
     *,
     org: Org,
     monthly_receipt_cap: int | None = _UNCHANGED,
     rate_per_minute: int | None = _UNCHANGED,
     rate_burst: int | None = _UNCHANGED,
+    receipt_retention_days: int | None = _UNCHANGED,
     plan: str = _UNCHANGED,
     actor: Actor = OPERATOR,
 ) -> Org:
@@ -57,6 +72,7 @@ def org_set_limits(
             ("monthly_receipt_cap", monthly_receipt_cap),
             ("rate_per_minute", rate_per_minute),
             ("rate_burst", rate_burst),
+            ("receipt_retention_days", receipt_retention_days),
         )
         if value is not _UNCHANGED and getattr(org, name) != value
     }
@@ -65,6 +81,8 @@ def org_set_limits(
     for name, rate in (("rate_per_minute", rate_per_minute), ("rate_burst", rate_burst)):
         if rate not in (None, _UNCHANGED) and rate < 1:
             raise InvalidInput(f"{name.replace('_', ' ')} must be at least 1")
+    if receipt_retention_days not in (None, _UNCHANGED):
+        retention_days_check(receipt_retention_days)
     for name, value in changes.items():
         setattr(org, name, value)
     if changes:

@@ -11,6 +11,7 @@ LIMITS = {
     "monthly_cap": "monthly_receipt_cap",
     "rate_per_minute": "rate_per_minute",
     "burst": "rate_burst",
+    "retention_days": "receipt_retention_days",
 }
 
 
@@ -37,6 +38,11 @@ class Command(BaseCommand):
             "--rate-per-minute", help="SDK-plane sustained requests per minute, or 'plan'"
         )
         parser.add_argument("--burst", help="SDK-plane requests admitted at once, or 'plan'")
+        parser.add_argument(
+            "--retention-days",
+            help="days receipt bodies stay in the mirror before they are archived and "
+            "retired (0: for ever, else at least RETENTION_FLOOR_DAYS), or 'plan'",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = run_service(lambda: org_get(slug=options["org_slug"]))
@@ -46,7 +52,9 @@ class Command(BaseCommand):
             if options[option] is not None
         }
         if not changes:
-            raise CommandError("nothing to set: pass --monthly-cap, --rate-per-minute or --burst")
+            raise CommandError(
+                "nothing to set: pass --monthly-cap, --rate-per-minute, --burst or --retention-days"
+            )
         org = run_service(lambda: org_set_limits(org=org, **changes, actor=command_actor(options)))
         per_minute, burst = org.effective_rate
         self.stdout.write(
@@ -60,6 +68,8 @@ class Command(BaseCommand):
                     "burst": burst,
                     "rate_overridden": org.rate_per_minute is not None
                     or org.rate_burst is not None,
+                    "retention_days": org.effective_receipt_retention_days,
+                    "retention_overridden": org.receipt_retention_days is not None,
                 }
             )
         )

@@ -3,19 +3,26 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.audit.selectors import audit_chain_verify
 from apps.common.commands import json_line, run_service
-from apps.receipts.selectors import mirror_chain_check
 from apps.tenancy.selectors import org_get
 
 
 class Command(BaseCommand):
     help = (
         "Recompute an org's mirror chain from the stored receipts and re-verify every "
-        "receipt. Prints one JSON line; exits 1 naming the first bad seq."
+        "receipt; an entry whose body is retired is checked by its digest (and, with "
+        "--against-archive, its archived body is read back and re-verified too). Prints "
+        "one JSON line; exits 1 naming the first bad seq."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("org_slug")
+        parser.add_argument(
+            "--against-archive",
+            action="store_true",
+            help="read each retired body back from the archive storage and re-verify it",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = run_service(lambda: org_get(slug=options["org_slug"]))
@@ -29,9 +36,22 @@ class Command(BaseCommand):
                 if done == total:
                     sys.stderr.write("\n")
 
-        check = mirror_chain_check(org=org, progress=progress if show_progress else None)
+        check = audit_chain_verify(
+            org=org,
+            against_archive=options["against_archive"],
+            progress=progress if show_progress else None,
+        )
         if not check.ok:
             raise CommandError(f"seq {check.first_bad_seq}: {check.problem}")
         self.stdout.write(
-            json_line({"org": org.slug, "size": check.size, "head": check.head, "ok": True})
+            json_line(
+                {
+                    "org": org.slug,
+                    "size": check.size,
+                    "head": check.head,
+                    "ok": True,
+                    "retired": check.retired,
+                    "checked_against_archive": check.checked_against_archive,
+                }
+            )
         )
