@@ -6,7 +6,9 @@ class AuditConfig(AppConfig):
     verbose_name = "Audit"
 
     def ready(self) -> None:
+        from apps.audit import tasks
         from apps.audit.exports import evidence_exports_settle
-        from apps.common import workers
+        from apps.common import scheduling, workers
 
         workers.on_reclaim(evidence_exports_settle)
+        scheduling.register(*tasks.SCHEDULE)

@@ -26,6 +26,8 @@ class EventType(models.TextChoices):
     API_KEY_CREATED = "api_key.created", "api_key.created"
     API_KEY_REVOKED = "api_key.revoked", "api_key.revoked"
     TRANSPARENCY_ALERT = "transparency.alert", "transparency.alert"
+    LEGAL_HOLD_SET = "legal_hold.set", "legal_hold.set"
+    LEGAL_HOLD_RELEASED = "legal_hold.released", "legal_hold.released"
 
 
 # Members may opt in to email for these (the "approval events").
@@ -82,7 +84,11 @@ class Event(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["org", "created_at"], name="events_event_org")]
+        indexes = [
+            models.Index(fields=["org", "created_at"], name="events_event_org"),
+            # The delivery log's retention, oldest first (events.services.delivery_log_prune).
+            models.Index(fields=["created_at"], name="events_event_created"),
+        ]
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
