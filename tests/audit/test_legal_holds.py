@@ -245,7 +245,11 @@ def test_the_command_sets_lists_and_releases_with_its_actor(cast, subscribed) ->
     call_command("legal_hold", "set", "acme", "--scope", "session", "--session", "s-9",
                  "--reason", "Regulator request 4", "--actor", "ops-bob", stdout=out)  # fmt: skip
     placed = json.loads(out.getvalue())
-    assert (placed["scope"], placed["session_id"], placed["set_by"]) == ("session", "s-9", "ops-bob")
+    assert (placed["scope"], placed["session_id"], placed["set_by"]) == (
+        "session",
+        "s-9",
+        "ops-bob",
+    )
     [record] = trail(cast.acme, AuditKind.LEGAL_HOLD_SET)
     assert (record.via, record.actor, record.user) == ("command", "ops-bob", None)
 
