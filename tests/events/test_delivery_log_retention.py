@@ -30,7 +30,7 @@ def endpoints(cast):
     return [
         webhook_endpoint_create(
             org=cast.acme, url=f"http://127.0.0.1:9/{n}", event_types=["policy.deployed"]
-        )  # fmt: skip
+        )
         for n in range(2)
     ]
 
@@ -80,9 +80,7 @@ def test_a_run_deletes_in_bounded_batches_oldest_first(cast, retention, endpoint
     settings.RETENTION_PRUNE_BATCH = 2
     settings.RETENTION_PRUNE_BATCHES_PER_RUN = 2
     events = [
-        logged(
-            cast.acme, days_ago=31 + n, endpoints=endpoints, statuses=[DeliveryStatus.SUCCEEDED]
-        )  # fmt: skip
+        logged(cast.acme, days_ago=31 + n, endpoints=endpoints, statuses=[DeliveryStatus.SUCCEEDED])
         for n in range(5)
     ]
     assert delivery_log_prune() == 4
