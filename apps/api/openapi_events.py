@@ -197,6 +197,38 @@ class ReceiptsArchiveEventSerializer(Serializer):
     class Meta:
         ref_name = "ReceiptsArchiveEvent"
 
+class LegalHoldEventSerializer(Serializer):
+    """A legal hold was set on the org, or released (by an owner, or an operator)."""
+
+    hold_id = serializers.CharField(help_text="`hold_…`")
+    scope = serializers.ChoiceField(["org", "range", "session"])
+    session_id = _text(help_text="The held session (scope `session`).")
+    reason = serializers.CharField()
+    set_by = serializers.CharField(help_text="Who set it: a username, or an operator's name.")
+    set_at = serializers.DateTimeField()
+    released_at = serializers.DateTimeField(allow_null=True)
+    released_by = _text()
+    release_reason = _text()
+
+    class Meta:
+        ref_name = "LegalHoldEvent"
+
+    def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
+        # ``from`` is a Python keyword: the range's days are declared here, in wire order.
+        fields = super().get_fields()
+        window = {
+            name: serializers.DateField(
+                allow_null=True, help_text=f"The range's {which} day (UTC, inclusive; null: open)."
+            )
+            for name, which in (("from", "first"), ("to", "last"))
+        }
+        order = ("hold_id", "scope")
+        return {
+            **{name: fields[name] for name in order},
+            **window,
+            **{name: field for name, field in fields.items() if name not in order},
+        }
+
 
 # Each event type: its envelope's component name and its payload.
 ENVELOPES: dict[str, tuple[str, type[Serializer]]] = {
@@ -212,6 +244,8 @@ ENVELOPES: dict[str, tuple[str, type[Serializer]]] = {
     "transparency.alert": ("TransparencyAlertWebhook", TransparencyAlertEventSerializer),
     "receipts.archived": ("ReceiptsArchivedWebhook", ReceiptsArchiveEventSerializer),
     "receipts.retired": ("ReceiptsRetiredWebhook", ReceiptsArchiveEventSerializer),
+    "legal_hold.set": ("LegalHoldSetWebhook", LegalHoldEventSerializer),
+    "legal_hold.released": ("LegalHoldReleasedWebhook", LegalHoldEventSerializer),
 }
 
 

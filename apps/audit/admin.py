@@ -1,7 +1,8 @@
 """Console: the admin log, where every console action is recorded (nobody edits it: the
 console grants no add, change or delete on it, superusers included, and on PostgreSQL a
-trigger refuses UPDATE and DELETE, migration 0001 of this app); and background evidence
-exports (auditor+), built by a worker, downloaded once ready."""
+trigger refuses UPDATE and DELETE, migration 0001 of this app); background evidence
+exports (auditor+), built by a worker, downloaded once ready; and legal holds (auditor+
+see them, owners set and release them)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,19 @@ from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationFo
 
 from apps.audit.evidence import EvidenceWindow
 from apps.audit.exports import evidence_export_request, export_file_response
-from apps.audit.models import EvidenceExportJob, ExportStatus, ReceiptArchive
+from apps.audit.holds import legal_hold_release, legal_hold_set
+from apps.audit.models import EvidenceExportJob, ExportStatus, LegalHold, ReceiptArchive
 from apps.audit.selectors import receipt_archive_of
 from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import is_retired
-from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
+from apps.tenancy.admin_access import (
+    OrgFilter,
+    OrgScopedAdmin,
+    can_write,
+    member_roles,
+    writable_orgs,
+)
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Role
 from apps.transparency.admin import TransparentMirrorEntryAdmin
 
@@ -231,3 +240,114 @@ class ReceiptArchiveAdmin(OrgScopedAdmin[ReceiptArchive]):
         self, request: HttpRequest, obj: ReceiptArchive | None = None
     ) -> bool:
         return False
+
+
+class LegalHoldSetForm(forms.ModelForm[LegalHold]):
+    class Meta:
+        model = LegalHold
+        fields = ["org", "scope", "range_start", "range_end", "session_id", "reason"]
+        labels = {"range_start": "From (UTC, inclusive)", "range_end": "To (UTC, inclusive)"}
+        help_texts = {
+            "scope": "The whole org takes nothing else; a date range from, to or both; a "
+            "session its session id.",
+        }
+
+
+class LegalHoldReleaseForm(forms.ModelForm[LegalHold]):
+    release_reason = forms.CharField(
+        max_length=500, label="Release reason", help_text="Saving releases the hold, for good."
+    )
+
+    class Meta:
+        model = LegalHold
+        fields = ["release_reason"]
+
+
+HOLD_DETAIL = ("hold_id", "org", "scope", "covers", "reason", "set_by_name", "set_at",
+               "released_at", "released_by_name")  # fmt: skip
+
+
+@admin.register(LegalHold)
+class LegalHoldAdmin(OrgScopedAdmin[LegalHold]):
+    """An org's legal holds: auditors and above see them (what is kept, and why); owners
+    set one (add) and release one (its page, with the reason). Released holds stay listed,
+    read-only; nothing deletes a hold."""
+
+    write_role = Role.OWNER
+    list_display = ["hold_id", "org", "covers", "status", "reason", "set_by_name", "set_at",
+                    "released_at"]  # fmt: skip
+    list_filter = [OrgFilter, "scope", ("released_at", admin.EmptyFieldListFilter)]
+    search_fields = ["hold_id", "session_id", "reason"]
+
+    def _readable_org_ids(self, request: HttpRequest) -> list[int]:
+        return [org for org, role in member_roles(request).items() if role.at_least(Role.AUDITOR)]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LegalHold]:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(org_id__in=self._readable_org_ids(request))
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser or self._readable_org_ids(request))
+
+    def has_view_permission(self, request: HttpRequest, obj: LegalHold | None = None) -> bool:
+        if request.user.is_superuser:
+            return True
+        readable = self._readable_org_ids(request)
+        return bool(readable) if obj is None else obj.org_id in readable
+
+    def has_change_permission(self, request: HttpRequest, obj: LegalHold | None = None) -> bool:
+        # A released hold is a record: shown, never changed again.
+        if obj is not None and not obj.is_active:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def get_form(
+        self,
+        request: HttpRequest,
+        obj: LegalHold | None = None,
+        change: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        kwargs["form"] = LegalHoldSetForm if obj is None else LegalHoldReleaseForm
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: LegalHold | None = None) -> tuple[str, ...]:
+        if obj is None:
+            return tuple(LegalHoldSetForm.Meta.fields)
+        if self.has_change_permission(request, obj):
+            return (*HOLD_DETAIL, "release_reason")
+        return (*HOLD_DETAIL, "release_reason") if not obj.is_active else HOLD_DETAIL
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: LegalHold | None = None
+    ) -> tuple[str, ...]:
+        if obj is None:
+            return ()
+        if self.has_change_permission(request, obj):
+            return HOLD_DETAIL
+        return self.get_fields(request, obj)
+
+    @admin.display(description="Covers")
+    def covers(self, obj: LegalHold) -> str:
+        return obj.covers
+
+    @admin.display(description="Status", ordering="released_at")
+    def status(self, obj: LegalHold) -> str:
+        return "active" if obj.is_active else "released"
+
+    def save_model(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        actor = Actor.console(request.user)
+        if change:
+            released = legal_hold_release(hold=obj, reason=data["release_reason"], actor=actor)
+            obj.released_at = released.released_at
+            self.message_user(request, f"Legal hold {obj.hold_id} released.")
+            return
+        hold = legal_hold_set(
+            org=data["org"], scope=data["scope"], reason=data["reason"],
+            range_start=data.get("range_start"), range_end=data.get("range_end"),
+            session_id=data.get("session_id") or "", actor=actor,
+        )  # fmt: skip
+        obj.pk, obj.hold_id, obj.set_at = hold.pk, hold.hold_id, hold.set_at

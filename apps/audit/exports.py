@@ -5,14 +5,22 @@ the default storage; the link answers the job's state, and the file once it is r
 An org has at most ``EVIDENCE_EXPORTS_PER_ORG`` exports queued or running (each one reads
 the org's whole window and writes a file). On a local disk the files are written 0600 in
 folders 0700, whatever the process umask: they are the org's evidence, for the service's
-user only."""
+user only.
+
+A finished export is kept ``EVIDENCE_EXPORT_RETENTION_DAYS`` after it finished, then
+deleted by :func:`evidence_exports_prune` (a periodic task of this app): its file through
+the storage, then its row. A ready export that an active legal hold covers (its window
+holds receipts the hold covers: :func:`apps.audit.selectors.legal_holds_blocking`) is kept
+until the hold is released; a failed one has no file, nothing for a hold to keep."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 import tempfile
+from datetime import UTC, datetime, time, timedelta
 from http import HTTPStatus
 from pathlib import PurePosixPath
 from typing import IO
@@ -21,14 +29,15 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, default_storage
-from django.db import transaction
+from django.db import models, transaction
 from django.http import FileResponse
 from django.utils import timezone
 from django_tasks import task
 from django_tasks_db.models import DBTaskResult
 
 from apps.audit.evidence import EvidenceWindow, evidence_export
-from apps.audit.models import EvidenceExportJob, ExportStatus
+from apps.audit.models import EvidenceExportJob, ExportStatus, LegalHold
+from apps.audit.selectors import legal_holds_blocking
 from apps.common.errors import DomainError, NotFound
 from apps.common.tasks import enqueue
 from apps.common.workers import READY, RUNNING, Reclaimed
@@ -40,6 +49,9 @@ EXPORTS_FOLDER = "evidence-exports"
 FILE_MODE = 0o600
 FOLDER_MODE = 0o700
 IN_PROGRESS = (ExportStatus.PENDING, ExportStatus.RUNNING)
+FINISHED = (ExportStatus.READY, ExportStatus.FAILED)
+
+logger = logging.getLogger(__name__)
 
 
 class ExportsBusy(DomainError):
@@ -212,3 +224,79 @@ def export_file_response(job: EvidenceExportJob) -> FileResponse:
         content_type="application/x-tar",
     )
     return response
+
+
+def export_received_span(job: EvidenceExportJob) -> tuple[datetime | None, datetime | None]:
+    """The ``[start, end)`` of ``received_at`` an export's receipts can fall in: its window's
+    days (UTC, inclusive), and with no ``to`` no later than when it was built."""
+    start = datetime.combine(job.window_from, time.min, UTC) if job.window_from else None
+    if job.window_to is not None:
+        end: datetime | None = datetime.combine(job.window_to + timedelta(days=1), time.min, UTC)
+    else:
+        end = job.finished_at
+    return start, end
+
+
+def _held(job: EvidenceExportJob) -> bool:
+    if job.status != ExportStatus.READY:
+        return False  # no file: nothing of the org's evidence to keep
+    start, end = export_received_span(job)
+    return bool(legal_holds_blocking(job.org_id, start=start, end=end))
+
+
+def _delete(job: EvidenceExportJob) -> bool:
+    """The job's file, then (once the file is gone) its row; whether both went. A file the
+    storage cannot delete keeps its row, so the next run tries again (logged)."""
+    if job.file_name:
+        try:
+            default_storage.delete(job.file_name)  # a file already gone is no error
+        except Exception:
+            logger.exception("evidence export %s: its file could not be deleted", job.export_id)
+            return False
+    EvidenceExportJob.objects.filter(pk=job.pk).delete()
+    return True
+
+
+def evidence_exports_prune(*, now: datetime | None = None) -> int:
+    """Delete the finished exports past ``EVIDENCE_EXPORT_RETENTION_DAYS`` (0: none), file
+    then row, except those an active legal hold covers; how many were deleted.
+
+    Bounded work per run, never a scan of the table: at most ``RETENTION_PRUNE_BATCH``
+    rows per batch and ``RETENTION_PRUNE_BATCHES_PER_RUN`` batches, each found through
+    the partial index of finished exports by ``finished_at`` (oldest first, by keyset).
+    Exports of orgs with no active hold are deleted outright; an org with one (found
+    through the index of active holds) has each expired export asked about. A kept
+    export is passed by the keyset, so kept ones never stop the run from reaching others.
+    """
+    days = settings.EVIDENCE_EXPORT_RETENTION_DAYS
+    if not days:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    held_orgs = set(
+        LegalHold.objects.filter(released_at=None).values_list("org_id", flat=True).distinct()
+    )
+    expired = EvidenceExportJob.objects.filter(status__in=FINISHED, finished_at__lt=cutoff)
+    deleted = 0
+    after: tuple[datetime, int] | None = None
+    for _ in range(settings.RETENTION_PRUNE_BATCHES_PER_RUN):
+        page = expired
+        if after is not None:
+            page = page.filter(
+                models.Q(finished_at__gt=after[0]) | models.Q(finished_at=after[0], pk__gt=after[1])
+            )
+        batch = list(
+            page.order_by("finished_at", "pk").only(
+                "pk", "org_id", "export_id", "status", "file_name", "window_from", "window_to",
+                "finished_at",
+            )[: settings.RETENTION_PRUNE_BATCH]
+        )  # fmt: skip
+        if not batch:
+            break
+        for job in batch:
+            if job.org_id in held_orgs and _held(job):
+                continue
+            deleted += _delete(job)
+        last = batch[-1]
+        assert last.finished_at is not None  # finished exports only
+        after = (last.finished_at, last.pk)
+    return deleted

@@ -51,6 +51,7 @@ from apps.audit.archive import STREAM_CHUNK
 from apps.audit.evidence import evidence_export
 from apps.audit.models import ArchiveState, ReceiptArchive
 from apps.audit.retired import ArchiveUnreadable, archive_members, archive_storage
+from apps.audit.selectors import legal_holds_blocking
 from apps.audit.window import EvidenceWindow
 from apps.common import outbound
 from apps.common.timestamps import utc_text
@@ -143,10 +144,15 @@ def retention_blockers(*, org: Org, archive: ReceiptArchive) -> list[str]:
     - The month's receipts must all be in a published checkpoint of the transparency log,
       so that the archive carries each one's proof.
     - Legal holds: an active hold covering any receipt of the org received within the
-      month blocks it (``apps.audit.selectors.legal_holds_blocking(org_id, start=, end=)``,
-      where holds are managed, answers them; each hold is one reason here).
+      month blocks it (:func:`apps.audit.selectors.legal_holds_blocking` answers; each
+      hold is one reason here).
     """
-    reasons = []
+    reasons = [
+        f"legal hold {hold.hold_id} ({hold.covers}) keeps the month: {hold.reason}"
+        for hold in legal_holds_blocking(
+            org.pk, start=_midnight(archive.month), end=_midnight(next_month(archive.month))
+        )
+    ]
     if not receipt_proofs_covered(org=org, last_seq=archive.last_seq):
         reasons.append(
             f"receipts up to #{archive.last_seq} are not in a published checkpoint yet "

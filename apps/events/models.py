@@ -28,6 +28,8 @@ class EventType(models.TextChoices):
     TRANSPARENCY_ALERT = "transparency.alert", "transparency.alert"
     RECEIPTS_ARCHIVED = "receipts.archived", "receipts.archived"
     RECEIPTS_RETIRED = "receipts.retired", "receipts.retired"
+    LEGAL_HOLD_SET = "legal_hold.set", "legal_hold.set"
+    LEGAL_HOLD_RELEASED = "legal_hold.released", "legal_hold.released"
 
 
 # Members may opt in to email for these (the "approval events").
@@ -84,7 +86,11 @@ class Event(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["org", "created_at"], name="events_event_org")]
+        indexes = [
+            models.Index(fields=["org", "created_at"], name="events_event_org"),
+            # The delivery log's retention, oldest first (events.services.delivery_log_prune).
+            models.Index(fields=["created_at"], name="events_event_created"),
+        ]
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:

@@ -72,7 +72,19 @@ def slack_text(event: Event) -> str:
     if kind.startswith("api_key."):
         verb = "created" if kind == "api_key.created" else "revoked"
         return f":key: API key {verb}: `{data.get('prefix')}` {data.get('label') or ''}".rstrip()
+    if kind == "legal_hold.set":
+        return f":lock: Legal hold set on {_hold_cover(data)}: {data.get('reason')}"
+    if kind == "legal_hold.released":
+        return f":unlock: Legal hold released on {_hold_cover(data)}: {data.get('release_reason')}"
     return f"{kind}"
+
+
+def _hold_cover(data: dict[str, Any]) -> str:
+    if data.get("scope") == "session":
+        return f"session `{data.get('session_id')}`"
+    if data.get("scope") == "range":
+        return f"{data.get('from') or '…'} to {data.get('to') or '…'}"
+    return "the whole org"
 
 
 def render(endpoint: WebhookEndpoint, event: Event) -> str:

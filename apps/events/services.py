@@ -1,18 +1,19 @@
 """Writes of outbound events: recording an event (the sink every service's
 ``apps.common.outbound.emit`` reaches) and its fan-out into deliveries (the task that
 makes them), endpoints (create, update, rotate, disable, delete), redelivery and
-members' email opt-ins."""
+members' email opt-ins, and the delivery log's retention."""
 
 from __future__ import annotations
 
 import base64
 import secrets
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from django_tasks import task
 
@@ -259,6 +260,51 @@ def delivery_redeliver(*, delivery: Delivery) -> Delivery:
         locked.save(update_fields=["status", "next_attempt_at", "claimed_until"])
         enqueue(deliver_webhook, locked.pk)
     return locked
+
+
+# --- the delivery log's retention -------------------------------------------------------
+
+FINISHED = (DeliveryStatus.SUCCEEDED, DeliveryStatus.FAILED)
+
+
+def delivery_log_prune(*, now: datetime | None = None) -> int:
+    """Delete the delivery log past ``WEBHOOK_DELIVERY_RETENTION_DAYS`` (0: kept): each
+    event recorded before then whose deliveries are all finished, with its deliveries; how
+    many events. A delivery still pending or sending keeps its event until it finishes.
+
+    The log is operational (did the webhook arrive?), not the org's evidence: no legal
+    hold keeps it (holds keep receipts and their evidence exports; the org's audit trail
+    is never deleted).
+
+    Bounded work per run, never a scan of the table: the oldest events first, through the
+    index on ``created_at``, ``RETENTION_PRUNE_BATCH`` a transaction, at most
+    ``RETENTION_PRUNE_BATCHES_PER_RUN`` transactions.
+    """
+    days = settings.WEBHOOK_DELIVERY_RETENTION_DAYS
+    if not days:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    unfinished = Delivery.objects.filter(event=OuterRef("pk")).exclude(status__in=FINISHED)
+    expired = Event.objects.filter(created_at__lt=cutoff).exclude(Exists(unfinished))
+    deleted = 0
+    for _ in range(settings.RETENTION_PRUNE_BATCHES_PER_RUN):
+        ids = list(
+            expired.order_by("created_at").values_list("pk", flat=True)[
+                : settings.RETENTION_PRUNE_BATCH
+            ]
+        )
+        if not ids:
+            break
+        with transaction.atomic():
+            Delivery.objects.filter(event_id__in=ids, status__in=FINISHED).delete()
+            # A delivery sent again since the batch was read (pending now) keeps its event.
+            gone, _ = (
+                Event.objects.filter(pk__in=ids)
+                .exclude(Exists(Delivery.objects.filter(event=OuterRef("pk"))))
+                .delete()
+            )
+        deleted += gone
+    return deleted
 
 
 # --- email opt-in --------------------------------------------------------------------------

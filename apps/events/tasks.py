@@ -26,7 +26,7 @@ from apps.common.workers import prune_task_results, reclaim_tasks
 from apps.events.delivery import deliver_webhook
 from apps.events.emails import send_endpoint_disabled_email, send_event_emails
 from apps.events.models import Delivery, DeliveryStatus
-from apps.events.services import fan_out_event
+from apps.events.services import delivery_log_prune, fan_out_event
 from apps.transparency.tasks import publish_transparency_epoch
 
 
@@ -49,8 +49,15 @@ def sweep_deliveries() -> int:
     return count
 
 
+@task(queue_name=PERIODIC_QUEUE)
+def prune_delivery_log() -> int:
+    """Delete the delivery log past ``WEBHOOK_DELIVERY_RETENTION_DAYS``; events deleted."""
+    return delivery_log_prune()
+
+
 SCHEDULE = (
     Periodic("sweep_deliveries", sweep_deliveries, lambda: settings.DELIVERY_SWEEP_SECONDS),
+    Periodic("prune_delivery_log", prune_delivery_log, lambda: settings.RETENTION_PRUNE_SECONDS),
 )
 
 # Until the next release: the tasks that lived here, importable at their old paths. The
@@ -70,4 +77,4 @@ MOVED = {
     "reclaim_tasks": reclaim_tasks,
     "build_evidence_export": build_evidence_export,
 }
-__all__ = ["SCHEDULE", "sweep_deliveries", *MOVED]
+__all__ = ["SCHEDULE", "prune_delivery_log", "sweep_deliveries", *MOVED]

@@ -38,6 +38,7 @@ JOBS: list[tuple[str, list[tuple[str, str]]]] = [
     ("Keys and members", [("tenancy.apikey", "API keys"),
                           ("tenancy.membership", "Memberships"),
                           ("tenancy.orgauditevent", "Org audit trail"),
+                          ("audit.legalhold", "Legal holds"),
                           ("tenancy.org", "Orgs")]),
     ("Notifications", [("events.webhookendpoint", "Webhook endpoints"),
                        ("events.delivery", "Webhook deliveries"),

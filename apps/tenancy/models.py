@@ -205,14 +205,16 @@ class AuditKind(models.TextChoices):
     WEBHOOK_SECRET_ROTATED = "webhook_endpoint.secret_rotated", "Webhook signing secret rotated"
     RECEIPTS_ARCHIVED = "receipts.archived", "Receipts archived"
     RECEIPTS_RETIRED = "receipts.retired", "Receipt bodies retired"
+    LEGAL_HOLD_SET = "legal_hold.set", "Legal hold set"
+    LEGAL_HOLD_RELEASED = "legal_hold.released", "Legal hold released"
 
 
 class OrgAuditEvent(models.Model):
     """The org's audit trail of operator acts (keys issued, revoked and rotated, members
     added and removed, org created and limits set, policy deployed, approver keys
-    registered, rotated and revoked, evidence exported), written by the service that makes
-    the change, in its transaction, whoever acts: console, API or command. Append-only:
-    nothing updates or deletes a row."""
+    registered, rotated and revoked, evidence exported, legal holds set and released),
+    written by the service that makes the change, in its transaction, whoever acts:
+    console, API or command. Append-only: nothing updates or deletes a row."""
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
     at = models.DateTimeField(auto_now_add=True)

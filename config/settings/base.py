@@ -485,3 +485,16 @@ RETENTION_SWEEP_SECONDS = env_int("RETENTION_SWEEP_SECONDS", 3600)
 # Entries whose bodies one statement retires (one short transaction each: the append
 # never waits long behind it, and VACUUM can reclaim as it goes).
 RETENTION_RETIRE_BATCH = env_int("RETENTION_RETIRE_BATCH", 5000, minimum=1)
+# Retention of what the service writes beside the mirror, in days (0: kept forever). A
+# finished evidence export (its file, then its row) goes this long after it finished,
+# unless an active legal hold covers its window (apps.audit.selectors.legal_holds_blocking);
+# the webhook delivery log (each event and its deliveries, once all are finished) this long
+# after the event: it is operational, not evidence, and no hold keeps it.
+EVIDENCE_EXPORT_RETENTION_DAYS = env_int("EVIDENCE_EXPORT_RETENTION_DAYS", 30)
+WEBHOOK_DELIVERY_RETENTION_DAYS = env_int("WEBHOOK_DELIVERY_RETENTION_DAYS", 30)
+# Seconds between the periodic runs that delete them (0: off); each run deletes in
+# batches of RETENTION_PRUNE_BATCH rows found through an index, at most
+# RETENTION_PRUNE_BATCHES_PER_RUN batches, so a backlog never holds the periodic queue.
+RETENTION_PRUNE_SECONDS = env_int("RETENTION_PRUNE_SECONDS", 3600)
+RETENTION_PRUNE_BATCH = env_int("RETENTION_PRUNE_BATCH", 500, minimum=1)
+RETENTION_PRUNE_BATCHES_PER_RUN = env_int("RETENTION_PRUNE_BATCHES_PER_RUN", 20, minimum=1)

@@ -28,6 +28,7 @@ from apps.api.keyscoped.exports import (
     EvidenceExportJobApi,
     EvidenceExportRequestApi,
 )
+from apps.api.keyscoped.legal_holds import LegalHoldListApi, LegalHoldReleaseApi
 from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.api.schema_views import schema_urlpatterns
@@ -79,6 +80,12 @@ urlpatterns = [
         name="evidence-export-download",
     ),
     path("v1/audit/chain", AuditChainApi.as_view(), name="audit-chain"),
+    path("v1/legal-holds", LegalHoldListApi.as_view(), name="legal-holds"),
+    path(
+        "v1/legal-holds/<str:hold_id>/release",
+        LegalHoldReleaseApi.as_view(),
+        name="legal-hold-release",
+    ),
     path("v1/webhooks", WebhookEndpointListApi.as_view(), name="webhook-endpoints"),
     path(
         "v1/webhooks/<str:endpoint_id>",

@@ -68,6 +68,9 @@ DATA_DEPENDENT = {
         "/v1/policy(/preview)?$": "TOML that parses into a policy",
         "/v1/evidence/exports?$": "a window whose `from` is not after its `to`",
         "/v1/webhooks(/[^/]+)?$": "a URL Django reads as one (a JSON Schema `uri` is wider)",
+        "/v1/legal-holds(/[^/]+/release)?$": "a scope with its own members only (`range`: "
+        "`from`/`to`, `from` not after `to`; `session`: `session_id`) and a reason that is "
+        "not all blanks",
     },
     "teampath": {
         **LOG,

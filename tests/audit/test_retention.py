@@ -366,3 +366,42 @@ def test_a_supersede_of_a_retired_receipt_is_refused_clearly(cast, months, push,
 
     assert response.status_code in (HTTPStatus.CONFLICT, HTTPStatus.UNPROCESSABLE_ENTITY)
     assert "retention" in json.dumps(response.json())
+
+
+def test_a_legal_hold_keeps_the_months_it_covers_until_it_is_released(cast, months):
+    from datetime import date
+
+    from apps.audit.holds import legal_hold_release, legal_hold_set
+
+    hold = legal_hold_set(
+        org=cast.acme, scope="range", reason="litigation 42",
+        range_start=date(2026, 2, 1), range_end=date(2026, 2, 28),
+    )  # fmt: skip
+
+    result = retention_sweep(now=NOW)
+
+    # January goes; February, which the hold covers, stays whole and unarchived.
+    assert (result.archived, result.retired) == (1, 1)
+    assert any(hold.hold_id in reason and "litigation 42" in reason for reason in result.blocked)
+    assert [e.seq for e in entries(cast.acme) if e.receipt == ""] == [1, 2, 3]
+
+    legal_hold_release(hold=hold, reason="case closed")
+    assert retention_sweep(now=NOW).retired == 1
+    assert [e.seq for e in entries(cast.acme) if e.receipt == ""] == [1, 2, 3, 4, 5]
+
+
+def test_a_hold_on_a_session_keeps_the_month_its_receipts_were_received_in(cast, push, agent):
+    from apps.audit.holds import legal_hold_set
+
+    org_set_limits(org=cast.acme, receipt_retention_days=90)
+    (receipt,) = agent.session("sess-held", 1)
+    assert push(receipt).status_code == HTTPStatus.CREATED
+    entry = MirrorEntry.objects.get(action_hash=receipt["content"]["action_hash"])
+    MirrorEntry.objects.filter(pk=entry.pk).update(received_at=JANUARY)
+    transparency_publish_epoch()
+    legal_hold_set(org=cast.acme, scope="session", reason="incident", session_id="sess-held")
+
+    result = retention_sweep(now=NOW)
+
+    assert result.retired == 0
+    assert MirrorEntry.objects.get(pk=entry.pk).receipt != ""

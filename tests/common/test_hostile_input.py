@@ -287,6 +287,7 @@ def build_world(profile: str, cast: Any) -> World:
         "endpoint_id": "ep_nothing",
         "delivery_id": "1",
         "export_id": "exp_nothing",
+        "hold_id": "hold_nothing",
         "job_id": "1",
         "id": "1",
         "app_label": "tenancy",
