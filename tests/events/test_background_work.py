@@ -41,12 +41,14 @@ def test_each_periodic_task_is_enqueued_once_per_slot(db, settings) -> None:
         "fold_receipt_rollups", "publish_transparency_epoch", "reclaim_tasks",
         "sweep_approvals", "sweep_deliveries",
     ]  # fmt: skip
-    assert sorted(first) == sorted([*every_minute, "prune_task_results"])
+    hourly = ["prune_task_results", "prune_delivery_log", "prune_evidence_exports",
+              "sweep_receipt_retention"]  # fmt: skip
+    assert sorted(first) == sorted([*every_minute, *hourly])
     assert again == []
     assert sorted(later) == every_minute
     paths = list(DBTaskResult.objects.values_list("task_path", flat=True))
     assert paths.count("apps.approvals.tasks.sweep_approvals") == 2
-    assert PeriodicSlot.objects.count() == 11
+    assert PeriodicSlot.objects.count() == len(every_minute) * 2 + len(hourly)
 
 
 def test_a_periodic_task_set_to_zero_seconds_is_off(db, settings) -> None:

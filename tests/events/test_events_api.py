@@ -171,9 +171,7 @@ def test_the_openapi_document_describes_every_event_payload(cast) -> None:
                 "approval.opened", "approval.waiting_for_approvers", "approval.vote_recorded",
                 "approval.decided", "receipt.refused", "policy.deployed", "quota.threshold",
                 "api_key.created", "api_key.revoked", "transparency.alert",
-                "receipts.archived", "receipts.retired",
-                "api_key.created", "api_key.revoked", "transparency.alert", "legal_hold.set",
-                "legal_hold.released",
+                "receipts.archived", "receipts.retired", "legal_hold.set", "legal_hold.released",
             ]
         )  # fmt: skip
         assert "signing_url" in schemas["ApprovalWaitingEvent"]["properties"]
