@@ -1,4 +1,5 @@
-"""Console: approver keys (register, revoke) and the approval queue (read-only)."""
+"""Console: approver keys (register, confirm a member's enrolled key, revoke) and the
+approval queue (read-only: votes are signed on the approvers' devices)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ from django.urls import reverse
 from django.utils.html import format_html
 from unfold.widgets import UnfoldAdminTextInputWidget
 
-from apps.approvals.models import Approval, ApprovalStatus, ApproverKey
-from apps.approvals.selectors import approval_roster
-from apps.approvals.services import approver_key_register, approver_key_revoke, canonical_public_key
+from apps.approvals.models import Approval, ApprovalStatus, ApproverKey, ApproverKeyState
+from apps.approvals.selectors import approval_roster, approver_key_name, approver_names
+from apps.approvals.services import (
+    approver_key_confirm,
+    approver_key_register,
+    approver_key_revoke,
+    canonical_public_key,
+)
 from apps.common.errors import DomainError
 from apps.receipts.admin import ApprovalLink, receipt_page_shows_approvals
 from apps.receipts.models import MirrorEntry
@@ -42,20 +48,68 @@ class ApproverKeyRegisterForm(forms.ModelForm[ApproverKey]):
             raise forms.ValidationError(error.message) from None
 
 
+class ApproverKeyStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(ApproverKeyState.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value == ApproverKeyState.PENDING:
+            return queryset.filter(revoked_at__isnull=True, confirmed_at__isnull=True)
+        if value == ApproverKeyState.ACTIVE:
+            return queryset.filter(revoked_at__isnull=True, confirmed_at__isnull=False)
+        if value == ApproverKeyState.REVOKED:
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
 @admin.register(ApproverKey)
 class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
+    """Approver keys. Members enroll their own from ``/approve/`` (pending); an owner or
+    manager confirms them here, registers a key for a script, or revokes one."""
+
     list_display = [
         "key_id",
         "org",
+        "holder",
         "label",
-        "public_key",
+        "state_shown",
         "created_via",
         "created_at",
-        "revoked_at",
     ]
-    list_filter = [OrgFilter, "revoked_at"]
-    search_fields = ["key_id", "label", "public_key"]
-    actions = ["revoke_selected"]
+    list_filter = [ApproverKeyStateFilter, OrgFilter]
+    search_fields = ["key_id", "label", "public_key", "member__username", "member__email"]
+    actions = ["confirm_selected", "revoke_selected"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApproverKey]:
+        return super().get_queryset(request).select_related("org", "member")
+
+    @admin.display(description="Held by", ordering="member__username")
+    def holder(self, obj: ApproverKey) -> str:
+        if obj.member is None:
+            return "-"
+        return obj.member.get_full_name() or obj.member.get_username()
+
+    @admin.display(description="State")
+    def state_shown(self, obj: ApproverKey) -> str:
+        return str(obj.state.label)
+
+    @admin.action(description="Confirm selected pending keys (their votes count from now on)")
+    def confirm_selected(self, request: HttpRequest, queryset: QuerySet[ApproverKey]) -> None:
+        confirmed = 0
+        for key in queryset:
+            if not can_write(request, key.org_id):
+                messages.error(request, f"{key.key_id}: needs the manager role in {key.org}")
+                continue
+            if key.state != ApproverKeyState.PENDING:
+                messages.warning(request, f"{key.key_id}: {key.state.label.lower()}, not pending")
+                continue
+            approver_key_confirm(key=key, actor=Actor.console(request.user))
+            confirmed += 1
+        self.message_user(request, f"Confirmed {confirmed} key(s).", messages.SUCCESS)
 
     def get_form(
         self, request: HttpRequest, obj: ApproverKey | None = None, change: bool = False,
@@ -70,8 +124,8 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
     ) -> tuple[str, ...]:
         if obj is None:
             return ()
-        return ("org", "key_id", "label", "public_key", "created_by", "created_via",
-                "created_at", "revoked_at")  # fmt: skip
+        return ("org", "key_id", "label", "public_key", "member", "created_by", "created_via",
+                "created_at", "confirmed_at", "confirmed_by", "revoked_at")  # fmt: skip
 
     def has_change_permission(self, request: HttpRequest, obj: ApproverKey | None = None) -> bool:
         # A key is registered or revoked (the action), never edited.
@@ -216,8 +270,14 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     @admin.display(description="Roster")
     def roster_shown(self, obj: Approval) -> str:
-        labels = _key_labels(obj.org_id)
-        roster = [f"{labels.get(key, 'unlabelled key')}: {key}" for key in approval_roster(obj)]
+        roster_keys = approval_roster(obj)
+        names = approver_names(obj.org_id, roster_keys)
+        voted = dict(obj.counted_votes().values_list("approver_public_key", "decision"))
+        roster = [
+            f"{names.get(key, 'unknown key ' + key[:10] + '…')}: "
+            + (voted.get(key, "not voted yet"))
+            for key in roster_keys
+        ]
         state = (
             f"frozen at the first vote, {obj.roster_frozen_at:%Y-%m-%d %H:%M:%S}"
             if obj.roster_frozen_at
@@ -227,18 +287,19 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     @admin.display(description="Votes and history")
     def votes_and_history(self, obj: Approval) -> str:
+        names = approver_names(obj.org_id)
         votes = [
             f"{vote.voted_at:%Y-%m-%d %H:%M:%S} {vote.decision} by "
-            f"{vote.approver_key.label or vote.approver_key.key_id} ({vote.approver_public_key})"
+            f"{approver_key_name(vote.approver_key)}"
             + (" with its co-signed leg" if vote.record else " (no leg yet)")
             + (" (key since revoked)" if vote.approver_key.revoked_at else "")
             + (f": {vote.reason}" if vote.reason else "")
             + (f" [set aside, not counted: {vote.set_aside_reason}]" if vote.set_aside_at else "")
-            for vote in obj.votes.select_related("approver_key")
+            for vote in obj.votes.select_related("approver_key__member")
         ]
         events = [
             f"{event.at:%Y-%m-%d %H:%M:%S} {event.kind}"
-            + (f" {_event_detail(event.detail)}" if event.detail else "")
+            + (f" {_event_detail(event.detail, names)}" if event.detail else "")
             for event in obj.events.all()
         ]
         return "\n".join([*votes, *events]) or "-"
@@ -261,21 +322,16 @@ def _as_lines(value: Any, indent: str = "") -> str:
     return "" if value is None else str(value)
 
 
-def _key_labels(org_id: int) -> dict[str, str]:
-    """Public key -> "label (key id)" for the org's approver keys, revoked ones too."""
-    return {
-        public: f"{label} ({key_id})" if label else key_id
-        for public, label, key_id in ApproverKey.objects.filter(org_id=org_id).values_list(
-            "public_key", "label", "key_id"
-        )
-    }
-
-
-def _event_detail(detail: dict[str, Any]) -> str:
-    """An event's detail in words: ``provisional`` rather than ``provisional=True``."""
+def _event_detail(detail: dict[str, Any], names: dict[str, str]) -> str:
+    """An event's detail in words: ``provisional`` rather than ``provisional=True``; an
+    approver (and a roster) by the person and device, not the raw key."""
     words = []
     for name, value in detail.items():
         label = name.replace("_", " ")
+        if name == "approver" and isinstance(value, str):
+            value = names.get(value, value)
+        elif name == "roster" and isinstance(value, list):
+            value = [names.get(key, key) for key in value]
         if value is True:
             words.append(label)
         elif value is False:
@@ -302,15 +358,5 @@ def _receipt_approval(entry: MirrorEntry) -> ApprovalLink | None:
     )
 
 
-def _approver_names(org_id: int) -> dict[str, str]:
-    """Public key -> "label (key id)" of the org's approver keys, revoked ones too."""
-    return {
-        public: f"{label} ({key_id})" if label else key_id
-        for public, label, key_id in ApproverKey.objects.filter(org_id=org_id).values_list(
-            "public_key", "label", "key_id"
-        )
-    }
-
-
 # The receipts page (a floor below) shows each receipt's approval through these.
-receipt_page_shows_approvals(link=_receipt_approval, approver_names=_approver_names)
+receipt_page_shows_approvals(link=_receipt_approval, approver_names=approver_names)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -59,10 +60,11 @@ def eligible_approvers(approval: Approval, *, content: dict[str, Any] | None = N
     """Who may vote now: the frozen roster's keys still active once the first vote froze
     it; before that, the org's active keys narrowed to the suspension's signed
     ``approver_pubkeys`` when that list is non-empty (an empty list narrows nothing)."""
+    # Confirmed and not revoked: a key a member enrolled counts once it is confirmed.
     active = set(
-        ApproverKey.objects.filter(org_id=approval.org_id, revoked_at__isnull=True).values_list(
-            "public_key", flat=True
-        )
+        ApproverKey.objects.active()
+        .filter(org_id=approval.org_id)
+        .values_list("public_key", flat=True)
     )
     if approval.roster_frozen_at is not None:
         return sorted(active & set(approval.roster))
@@ -185,3 +187,30 @@ def _chain_reaches(
             return False
         seq, previous = seq - 1, stored_value(text)["content"].get("prev_receipt_hash")
     return seq - 1 == target_seq and previous == target
+
+
+def approver_names(org_id: int, public_keys: Iterable[str] | None = None) -> dict[str, str]:
+    """Public key -> the person and device it stands for, as every page names an approver:
+    "Alice Doe (work laptop)" for a key a member holds, "label (key id)" for one registered
+    for a script, the key id alone without a label. Revoked keys too (history names them)."""
+    keys = ApproverKey.objects.filter(org_id=org_id).select_related("member")
+    if public_keys is not None:
+        keys = keys.filter(public_key__in=list(public_keys))
+    return {key.public_key: approver_key_name(key) for key in keys}
+
+
+def approver_key_name(key: ApproverKey) -> str:
+    member = key.member
+    if member is not None:
+        person = member.get_full_name() or member.get_username()
+        return f"{person} ({key.label or key.key_id})"
+    return f"{key.label} ({key.key_id})" if key.label else key.key_id
+
+
+def member_approver_keys(*, member_id: int, org_ids: Iterable[int]) -> QuerySet[ApproverKey]:
+    """The keys ``member_id`` holds in those orgs, newest first, revoked ones too."""
+    return (
+        ApproverKey.objects.filter(member_id=member_id, org_id__in=list(org_ids))
+        .select_related("org")
+        .order_by("-created_at", "-id")
+    )

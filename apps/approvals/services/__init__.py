@@ -1,7 +1,8 @@
 """Approvals (server.md §6, approvals.md §3, §8): one module a concern, each service
 named ``<entity>_<action>``; callers import from here.
 
-- ``keys``: approver keys (register as an upsert by key id, rotate, revoke) and the trust
+- ``keys``: approver keys (register as an upsert by key id, rotate, revoke; a member's own
+  enrollment from the browser, confirmation, labels) and the trust
   level the mirror derives from them for a lifecycle link;
 - ``suspension``: an approval adopting its suspended content, and the approval a suspend
   ticket opened before any content;
@@ -31,9 +32,15 @@ from apps.approvals.services.keys import (
     PLACEHOLDER_DECISION_KEY,
     Registered,
     active_approver_key,
+    approver_key_confirm,
+    approver_key_enroll,
     approver_key_register,
+    approver_key_relabel,
     approver_key_revoke,
+    approver_key_revoke_own,
     canonical_public_key,
+    enrollment_challenge_new,
+    enrollment_message,
     mirror_trust_level,
 )
 from apps.approvals.services.opening import (
@@ -69,10 +76,16 @@ __all__ = [
     "approval_vote",
     "approval_vote_with_token",
     "approvals_sweep",
+    "approver_key_confirm",
+    "approver_key_enroll",
     "approver_key_register",
+    "approver_key_relabel",
     "approver_key_revoke",
+    "approver_key_revoke_own",
     "canonical_public_key",
     "claimed_action_hash",
+    "enrollment_challenge_new",
+    "enrollment_message",
     "mirror_trust_level",
     "receipt_intake",
     "receipt_intake_batch",
