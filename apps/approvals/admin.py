@@ -10,9 +10,12 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from unfold.widgets import UnfoldAdminTextInputWidget
 
+from apps.approvals.content import approval_request
 from apps.approvals.models import Approval, ApprovalStatus, ApproverKey, ApproverKeyState
 from apps.approvals.selectors import approval_roster, approver_key_name, approver_names
 from apps.approvals.services import (
@@ -22,6 +25,7 @@ from apps.approvals.services import (
     canonical_public_key,
 )
 from apps.common.errors import DomainError
+from apps.common.stored_json import stored_value
 from apps.receipts.admin import ApprovalLink, receipt_page_shows_approvals
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
@@ -159,19 +163,21 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
 class ApprovalAdmin(OrgScopedAdmin[Approval]):
     """The approval queue: read-only here; votes are signed on the approvers' devices."""
 
-    # Readable at 1366 px: the org is a filter; the dates are on the approval's page.
-    list_display = ["approval_id", "status_shown", "waiting_for", "rule_id", "workflow", "opened",
-                    "links"]  # fmt: skip
+    # What each approval asks, readable at 1366 px: the org is a filter; the receipt and
+    # the dates are on the approval's page; "Review and sign" opens the signing page.
+    list_display = ["approval_shown", "asked", "rule_shown", "agent_shown", "roster_votes",
+                    "time_left"]  # fmt: skip
     search_help_text = "Searches approval id, rule, workflow, and full action or ticket hash."
     change_list_template = "admin/approvals/approval/change_list.html"
     list_filter = ["status", OrgFilter, "flag"]
     search_fields = ["approval_id", "action_hash", "ticket_hash", "rule_id", "workflow"]
-    readonly_fields = ["approval_id", "org", "receipt_link", "sign_link", "action_hash",
+    readonly_fields = ["approval_id", "org", "asked", "rule_shown", "agent_shown", "time_left",
+                       "receipt_link", "sign_link", "action_hash",
                        "ticket_hash", "status",
                        "waiting_for", "threshold", "roster_shown", "rule_id", "workflow",
                        "account", "context_shown", "producer_keys_shown", "approved_count",
                        "expires_at", "on_timeout", "flag",
-                       "routing_hint", "created_at", "resolved_at",
+                       "routing_hint", "created_at", "resolved_at", "reminded_at", "escalated_at",
                        "votes_and_history"]  # fmt: skip
     exclude = ["suspended_content", "access_token_digest", "provisional", "roster",
                "roster_frozen_at", "context", "producer_keys"]  # fmt: skip
@@ -204,6 +210,93 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     def breadcrumb(self, obj: Approval) -> str:
         return f"Approval {obj.approval_id} ({obj.status})"
+
+    @admin.display(description="Approval", ordering="created_at")
+    def approval_shown(self, obj: Approval) -> str:
+        """ "Review and sign", then its id (which may wrap), status and receipt: one cell, so
+        the queue fits 1366 px."""
+        wrappable = format_html_join(
+            mark_safe("<wbr>"), "{}",
+            ((obj.approval_id[at : at + 8],) for at in range(0, len(obj.approval_id), 8)),
+        )  # fmt: skip
+        return format_html(
+            '{}<br><a class="text-primary-600" href="{}">{}</a><br>{}<br>{}',
+            self.review(obj), reverse("admin:approvals_approval_change", args=[obj.pk]),
+            wrappable, self.status_shown(obj), self.receipt_link(obj),
+        )  # fmt: skip
+
+    @admin.display(description="What is asked")
+    def asked(self, obj: Approval) -> str:
+        """Verb and tool, then the decisive fields: amount, payee, target."""
+        request = _request(obj)
+        if not request["verb"]:
+            return "the suspended receipt is not pushed yet"
+        decisive = request["decisive"]
+        amount = " ".join(filter(None, [decisive.get("amount"), decisive.get("currency")]))
+        facts = [
+            ("amount", amount), ("payee", decisive.get("payee")),
+            ("target", decisive.get("target")),
+        ]  # fmt: skip
+        return format_html(
+            "<strong>{} {}</strong>{}",
+            request["verb"], request["tool"],
+            format_html_join("", "<br>{}: {}", ((n, v) for n, v in facts if v)),
+        )  # fmt: skip
+
+    @admin.display(description="Rule and condition")
+    def rule_shown(self, obj: Approval) -> str:
+        request = _request(obj)
+        rule = obj.rule_id or request["rule_id"] or "-"
+        return format_html(
+            '<code class="break-all">{}</code>{}', rule,
+            format_html_join("", "<br>{}", ((condition,) for condition in request["matched"])),
+        )  # fmt: skip
+
+    @admin.display(description="Agent and workflow")
+    def agent_shown(self, obj: Approval) -> str:
+        request = _request(obj)
+        agent = request["agent"]
+        shown = format_html('<code title="{}">{}…</code>', agent, agent[:10]) if agent else "-"
+        workflow = obj.workflow or request["workflow"]
+        return format_html("{}<br>{}", shown, workflow) if workflow else shown
+
+    @admin.display(description="Roster and votes")
+    def roster_votes(self, obj: Approval) -> str:
+        """Who may vote, by name, and how each voted; or what it still waits for."""
+        waiting = self.waiting_for(obj)
+        roster = approval_roster(obj) if obj.suspended_content else []
+        names = approver_names(obj.org_id, roster)
+        voted = dict(obj.counted_votes().values_list("approver_public_key", "decision"))
+        people = format_html_join(
+            "", "<br>{}: {}",
+            ((names.get(key, key[:10] + "…"), voted.get(key, "not voted")) for key in roster),
+        )  # fmt: skip
+        return format_html("{}{}", waiting if waiting != "-" else obj.status, people)
+
+    @admin.display(description="Time left", ordering="expires_at")
+    def time_left(self, obj: Approval) -> str:
+        if obj.status != ApprovalStatus.PENDING:
+            return "-"
+        left = obj.time_left_at(timezone.now())
+        if left is None:
+            return "no expiry"
+        if not left:
+            return "expired"
+        minutes = int(left.total_seconds() // 60)
+        hours, minutes = divmod(minutes, 60)
+        days, hours = divmod(hours, 24)
+        if days:
+            return f"{days} d {hours} h left"
+        return f"{hours} h {minutes} min left" if hours else f"{minutes} min left"
+
+    @admin.display(description="")
+    def review(self, obj: Approval) -> str:
+        url = reverse("console-approval", args=[obj.approval_id])
+        label = "Review and sign" if obj.status == ApprovalStatus.PENDING else "View"
+        return format_html(
+            '<a class="review-sign bg-primary-600 inline-block px-2 py-1 rounded-default '
+            'text-white whitespace-nowrap" href="{}">{}</a>', url, label,
+        )  # fmt: skip
 
     @admin.display(description="Context")
     def context_shown(self, obj: Approval) -> str:
@@ -303,6 +396,16 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
             for event in obj.events.all()
         ]
         return "\n".join([*votes, *events]) or "-"
+
+
+def _request(obj: Approval) -> dict[str, Any]:
+    """What the approval asks (``approval_request``), read once per row."""
+    cached: dict[str, Any] | None = getattr(obj, "_request", None)
+    if cached is None:
+        content = stored_value(obj.suspended_content) if obj.suspended_content else None
+        cached = approval_request(content)
+        obj._request = cached  # type: ignore[attr-defined]
+    return cached
 
 
 def _as_lines(value: Any, indent: str = "") -> str:

@@ -8,7 +8,7 @@ vote resolves it exactly once.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
@@ -234,6 +234,13 @@ class Approval(models.Model):
         """Whether the signed expiry has passed at ``now`` (its own instant still counts as
         before it); never, without an expiry."""
         return self.expires_at is not None and now > self.expires_at
+
+    def time_left_at(self, now: datetime) -> timedelta | None:
+        """How long it still takes votes at ``now`` (zero once past its expiry); None
+        without an expiry."""
+        if self.expires_at is None:
+            return None
+        return max(self.expires_at - now, timedelta(0))
 
     def takes_votes_at(self, now: datetime) -> bool:
         """Pending and not past its signed expiry. Past it, votes are refused whatever
