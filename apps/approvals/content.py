@@ -75,14 +75,19 @@ def _shown(value: object) -> str:
     return text if len(text) <= _SHOWN_TEXT else text[: _SHOWN_TEXT - 1] + "…"
 
 
+def _member_object(parent: dict[str, Any], name: str) -> dict[str, Any]:
+    value = parent.get(name)
+    return value if isinstance(value, dict) else {}
+
+
 def approval_request(content: dict[str, Any] | None) -> dict[str, Any]:
     """What a suspended action asks, for the approval inbox: verb, tool, the decisive
     fields (amount, payee, target), the matched rule and conditions, the agent. Empty
     strings where the content (not pushed yet) says nothing."""
     content = content or {}
-    action = content.get("action") if isinstance(content.get("action"), dict) else {}
-    policy = content.get("policy") if isinstance(content.get("policy"), dict) else {}
-    fields = action.get("fields") if isinstance(action.get("fields"), dict) else {}
+    action = _member_object(content, "action")
+    policy = _member_object(content, "policy")
+    fields = _member_object(action, "fields")
     decisive: dict[str, str] = {}
     for name, candidates in DECISIVE_FIELDS.items():
         for candidate in candidates:
