@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -16,9 +17,16 @@ from django.utils.safestring import mark_safe
 from unfold.widgets import UnfoldAdminTextInputWidget
 
 from apps.approvals.content import approval_request
-from apps.approvals.models import Approval, ApprovalStatus, ApproverKey, ApproverKeyState
+from apps.approvals.models import (
+    Approval,
+    ApprovalEscalation,
+    ApprovalStatus,
+    ApproverKey,
+    ApproverKeyState,
+)
 from apps.approvals.selectors import approval_roster, approver_key_name, approver_names
 from apps.approvals.services import (
+    approval_escalation_set,
     approver_key_confirm,
     approver_key_register,
     approver_key_revoke,
@@ -28,8 +36,9 @@ from apps.common.errors import DomainError
 from apps.common.stored_json import stored_value
 from apps.receipts.admin import ApprovalLink, receipt_page_shows_approvals
 from apps.receipts.models import MirrorEntry
-from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
 from apps.tenancy.audit_trail import Actor
+from apps.tenancy.models import Membership
 
 
 class ApproverKeyRegisterForm(forms.ModelForm[ApproverKey]):
@@ -463,3 +472,61 @@ def _receipt_approval(entry: MirrorEntry) -> ApprovalLink | None:
 
 # The receipts page (a floor below) shows each receipt's approval through these.
 receipt_page_shows_approvals(link=_receipt_approval, approver_names=approver_names)
+
+
+class ApprovalEscalationForm(forms.ModelForm[ApprovalEscalation]):
+    escalation_members = forms.ModelMultipleChoiceField(
+        queryset=get_user_model().objects.none(), required=False,
+        help_text="Members emailed when an approval is escalated (webhook endpoints subscribe "
+        "to approval.escalated under Webhook endpoints).",
+    )  # fmt: skip
+
+    class Meta:
+        model = ApprovalEscalation
+        fields = ["org", "rule_id", "remind_every_minutes", "escalate_before_minutes"]
+
+
+@admin.register(ApprovalEscalation)
+class ApprovalEscalationAdmin(OrgScopedAdmin[ApprovalEscalation]):
+    """How the org chases pending approvals, per rule id (empty: every other rule)."""
+
+    list_display = ["rule_shown", "org", "remind_every_minutes", "escalate_before_minutes",
+                    "escalation_list"]  # fmt: skip
+    list_filter = [OrgFilter]
+    form = ApprovalEscalationForm
+    fields = ["org", "rule_id", "remind_every_minutes", "escalate_before_minutes",
+              "escalation_members"]  # fmt: skip
+
+    def get_form(
+        self, request: HttpRequest, obj: ApprovalEscalation | None = None, change: bool = False,
+        **kwargs: Any,
+    ) -> type[forms.ModelForm[ApprovalEscalation]]:  # fmt: skip
+        form = super().get_form(request, obj, change, **kwargs)
+        # Only the members of the orgs this user manages can be on a list.
+        members = Membership.objects.filter(org__in=writable_orgs(request)).values("user_id")
+        field = form.base_fields["escalation_members"]
+        field.queryset = get_user_model().objects.filter(pk__in=members)  # type: ignore[attr-defined]
+        if obj is not None:
+            field.initial = obj.escalate_to
+        return form
+
+    @admin.display(description="Rule", ordering="rule_id")
+    def rule_shown(self, obj: ApprovalEscalation) -> str:
+        return obj.rule_id or "every other rule"
+
+    @admin.display(description="Escalation list")
+    def escalation_list(self, obj: ApprovalEscalation) -> str:
+        users = get_user_model().objects.filter(pk__in=obj.escalate_to)
+        return ", ".join(sorted(user.get_username() for user in users)) or "-"
+
+    def save_model(
+        self, request: HttpRequest, obj: ApprovalEscalation, form: Any, change: bool
+    ) -> None:
+        saved = approval_escalation_set(
+            org=obj.org, rule_id=obj.rule_id,
+            remind_every_minutes=obj.remind_every_minutes,
+            escalate_before_minutes=obj.escalate_before_minutes,
+            escalate_to=[user.pk for user in form.cleaned_data.get("escalation_members") or []],
+            actor=Actor.console(request.user),
+        )  # fmt: skip
+        obj.pk = saved.pk

@@ -242,6 +242,21 @@ class Approval(models.Model):
             return None
         return max(self.expires_at - now, timedelta(0))
 
+    def reminder_due_at(self, now: datetime, every: timedelta) -> bool:
+        """Whether the roster is due a reminder at ``now``: still taking votes, and
+        ``every`` has passed since the last reminder (or since it opened). Never more than
+        one a period, none once it is settled or past its expiry."""
+        if not self.takes_votes_at(now):
+            return False
+        return now - (self.reminded_at or self.created_at) >= every
+
+    def escalation_due_at(self, now: datetime, before: timedelta) -> bool:
+        """Whether it is due its one escalation at ``now``: still taking votes, not escalated
+        yet, and within ``before`` of its signed expiry (none without an expiry)."""
+        if not self.takes_votes_at(now) or self.escalated_at is not None:
+            return False
+        return self.expires_at is not None and now >= self.expires_at - before
+
     def takes_votes_at(self, now: datetime) -> bool:
         """Pending and not past its signed expiry. Past it, votes are refused whatever
         ``on_timeout`` says, even while an escalated approval stays pending; an approval the

@@ -17,6 +17,7 @@ from apps.approvals.models import (
     COUNTED_VOTE,
     COUNTED_VOTES_ATTR,
     Approval,
+    ApprovalEscalation,
     ApprovalStatus,
     ApprovalVote,
     ApproverKey,
@@ -214,3 +215,32 @@ def member_approver_keys(*, member_id: int, org_ids: Iterable[int]) -> QuerySet[
         .select_related("org")
         .order_by("-created_at", "-id")
     )
+
+
+def approval_reminder_recipients(approval: Approval) -> list[int]:
+    """The members holding the roster's keys who have not voted yet (user ids)."""
+    voted = set(approval.counted_votes().values_list("approver_public_key", flat=True))
+    waiting = [key for key in approval_roster(approval) if key not in voted]
+    return sorted(
+        {
+            member
+            for member in ApproverKey.objects.filter(
+                org_id=approval.org_id, public_key__in=waiting, member__isnull=False
+            ).values_list("member_id", flat=True)
+            if member is not None
+        }
+    )
+
+
+def approval_escalation_recipients(approval: Approval) -> list[int]:
+    """The escalation list's members (user ids) of the setting the approval falls under."""
+    settings = {
+        setting.rule_id: setting
+        for setting in ApprovalEscalation.objects.filter(
+            org_id=approval.org_id, rule_id__in=[approval.rule_id, ""]
+        )
+    }
+    setting = settings.get(approval.rule_id) or settings.get("")
+    if setting is None:
+        return []
+    return sorted({int(user_id) for user_id in setting.escalate_to if isinstance(user_id, int)})

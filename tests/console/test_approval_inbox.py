@@ -73,7 +73,8 @@ def test_an_inbox_row_is_read_at_1366_px_and_opens_the_signing_page(
     button = row.locator("a.review-sign", has_text="Review and sign")
     assert button.is_visible()
     box = button.bounding_box()
-    assert box is not None and box["x"] + box["width"] <= WIDTH
+    assert box is not None
+    assert box["x"] + box["width"] <= WIDTH
     button.click()
     page.wait_for_url(f"**/approve/{payment.approval_id}")
     page.wait_for_selector("body[data-ready]")
@@ -87,7 +88,8 @@ def test_the_approval_page_has_review_and_sign_at_its_top(page, live_server, pay
     button = page.locator("#review-and-sign")
     assert button.inner_text().strip() == "Review and sign"
     box = button.bounding_box()
-    assert box is not None and box["y"] < HEIGHT  # above the fold
+    assert box is not None
+    assert box["y"] < HEIGHT
     content = page.locator("#content").inner_text()
     for shown in ("amount: 125000", "payee: ACME GmbH", "amount_minor gt 100000", "min left"):
         assert shown in content, shown

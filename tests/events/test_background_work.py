@@ -38,15 +38,15 @@ def test_each_periodic_task_is_enqueued_once_per_slot(db, settings) -> None:
     later = enqueue_due(now=1_000_070.0)  # the next minute
 
     every_minute = [
-        "fold_receipt_rollups", "publish_transparency_epoch", "reclaim_tasks",
-        "sweep_approvals", "sweep_deliveries",
+        "escalate_approvals", "fold_receipt_rollups", "publish_transparency_epoch",
+        "reclaim_tasks", "sweep_approvals", "sweep_deliveries",
     ]  # fmt: skip
     assert sorted(first) == sorted([*every_minute, "prune_task_results"])
     assert again == []
     assert sorted(later) == every_minute
     paths = list(DBTaskResult.objects.values_list("task_path", flat=True))
     assert paths.count("apps.approvals.tasks.sweep_approvals") == 2
-    assert PeriodicSlot.objects.count() == 11
+    assert PeriodicSlot.objects.count() == 13
 
 
 def test_a_periodic_task_set_to_zero_seconds_is_off(db, settings) -> None:

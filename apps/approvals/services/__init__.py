@@ -7,6 +7,7 @@ named ``<entity>_<action>``; callers import from here.
 - ``suspension``: an approval adopting its suspended content, and the approval a suspend
   ticket opened before any content;
 - ``opening``: explicit and provisional opens;
+- ``escalation``: reminders to the roster and the one escalation before the expiry;
 - ``expiry``: applying the signed ``on_timeout`` outcome (the sweep, and the vote path);
 - ``voting``: the one vote path (both profiles and the console), legs, assembly;
 - ``history``: the approval's history rows;
@@ -18,6 +19,7 @@ pure functions of suspended content in ``apps.approvals.content``.
   approval of a suspended receipt), single and batch, for both profiles.
 """
 
+from apps.approvals.services.escalation import approval_escalation_set, approvals_escalate
 from apps.approvals.services.expiry import approvals_sweep
 from apps.approvals.services.intake import (
     RECEIPT_REFUSALS,
@@ -70,11 +72,13 @@ __all__ = [
     "access_token_digest",
     "active_approver_key",
     "approval_assembly",
+    "approval_escalation_set",
     "approval_open",
     "approval_open_for_suspended",
     "approval_open_with_access_token",
     "approval_vote",
     "approval_vote_with_token",
+    "approvals_escalate",
     "approvals_sweep",
     "approver_key_confirm",
     "approver_key_enroll",
