@@ -66,7 +66,7 @@ def sparkline_svg(values: list[int]) -> SafeString:
 
 
 def org_approver_key_count(org: Org) -> int:
-    return ApproverKey.objects.filter(org=org, revoked_at__isnull=True).count()
+    return ApproverKey.objects.active().filter(org=org).count()
 
 
 def org_dashboard(request: HttpRequest, org: Org, context: dict[str, object]) -> TemplateResponse:

@@ -103,6 +103,24 @@ class ApprovalVoteRecordedEventSerializer(_ApprovalEventSerializer):
         ref_name = "ApprovalVoteRecordedEvent"
 
 
+class ApprovalReminderEventSerializer(_ApprovalEventSerializer):
+    """The approval is still pending: its roster's members who have not voted are reminded
+    (by email too), at most once per the org's reminder interval."""
+
+    class Meta:
+        ref_name = "ApprovalReminderEvent"
+
+
+class ApprovalEscalatedEventSerializer(_ApprovalEventSerializer):
+    """Nobody has decided and the signed expiry is near: sent once to the org's escalation
+    list (its members by email, and the endpoints subscribed to this type)."""
+
+    minutes_before_expiry = serializers.IntegerField()
+
+    class Meta:
+        ref_name = "ApprovalEscalatedEvent"
+
+
 class ApprovalDecidedEventSerializer(_ApprovalEventSerializer):
     """The approval is settled: by votes, by its expiry (`on_timeout` deny: rejected), or
     closed by the agent's own unsigned decision link (`decided_locally`: no human decision
@@ -197,6 +215,7 @@ class ReceiptsArchiveEventSerializer(Serializer):
     class Meta:
         ref_name = "ReceiptsArchiveEvent"
 
+
 class LegalHoldEventSerializer(Serializer):
     """A legal hold was set on the org, or released (by an owner, or an operator)."""
 
@@ -236,6 +255,8 @@ ENVELOPES: dict[str, tuple[str, type[Serializer]]] = {
     "approval.waiting_for_approvers": ("ApprovalWaitingWebhook", ApprovalWaitingEventSerializer),
     "approval.vote_recorded": ("ApprovalVoteRecordedWebhook", ApprovalVoteRecordedEventSerializer),
     "approval.decided": ("ApprovalDecidedWebhook", ApprovalDecidedEventSerializer),
+    "approval.reminder": ("ApprovalReminderWebhook", ApprovalReminderEventSerializer),
+    "approval.escalated": ("ApprovalEscalatedWebhook", ApprovalEscalatedEventSerializer),
     "receipt.refused": ("ReceiptRefusedWebhook", ReceiptRefusedEventSerializer),
     "policy.deployed": ("PolicyDeployedWebhook", PolicyDeployedEventSerializer),
     "quota.threshold": ("QuotaThresholdWebhook", QuotaThresholdEventSerializer),

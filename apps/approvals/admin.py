@@ -1,4 +1,5 @@
-"""Console: approver keys (register, revoke) and the approval queue (read-only)."""
+"""Console: approver keys (register, confirm a member's enrolled key, revoke) and the
+approval queue (read-only: votes are signed on the approvers' devices)."""
 
 from __future__ import annotations
 
@@ -6,20 +7,38 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from unfold.widgets import UnfoldAdminTextInputWidget
 
-from apps.approvals.models import Approval, ApprovalStatus, ApproverKey
-from apps.approvals.selectors import approval_roster
-from apps.approvals.services import approver_key_register, approver_key_revoke, canonical_public_key
+from apps.approvals.content import approval_request
+from apps.approvals.models import (
+    Approval,
+    ApprovalEscalation,
+    ApprovalStatus,
+    ApproverKey,
+    ApproverKeyState,
+)
+from apps.approvals.selectors import approval_roster, approver_key_name, approver_names
+from apps.approvals.services import (
+    approval_escalation_set,
+    approver_key_confirm,
+    approver_key_register,
+    approver_key_revoke,
+    canonical_public_key,
+)
 from apps.common.errors import DomainError
+from apps.common.stored_json import stored_value
 from apps.receipts.admin import ApprovalLink, receipt_page_shows_approvals
 from apps.receipts.models import MirrorEntry
-from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
+from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
 from apps.tenancy.audit_trail import Actor
+from apps.tenancy.models import Membership
 
 
 class ApproverKeyRegisterForm(forms.ModelForm[ApproverKey]):
@@ -42,20 +61,68 @@ class ApproverKeyRegisterForm(forms.ModelForm[ApproverKey]):
             raise forms.ValidationError(error.message) from None
 
 
+class ApproverKeyStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(ApproverKeyState.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value == ApproverKeyState.PENDING:
+            return queryset.filter(revoked_at__isnull=True, confirmed_at__isnull=True)
+        if value == ApproverKeyState.ACTIVE:
+            return queryset.filter(revoked_at__isnull=True, confirmed_at__isnull=False)
+        if value == ApproverKeyState.REVOKED:
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
 @admin.register(ApproverKey)
 class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
+    """Approver keys. Members enroll their own from ``/approve/`` (pending); an owner or
+    manager confirms them here, registers a key for a script, or revokes one."""
+
     list_display = [
         "key_id",
         "org",
+        "holder",
         "label",
-        "public_key",
+        "state_shown",
         "created_via",
         "created_at",
-        "revoked_at",
     ]
-    list_filter = [OrgFilter, "revoked_at"]
-    search_fields = ["key_id", "label", "public_key"]
-    actions = ["revoke_selected"]
+    list_filter = [ApproverKeyStateFilter, OrgFilter]
+    search_fields = ["key_id", "label", "public_key", "member__username", "member__email"]
+    actions = ["confirm_selected", "revoke_selected"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApproverKey]:
+        return super().get_queryset(request).select_related("org", "member")
+
+    @admin.display(description="Held by", ordering="member__username")
+    def holder(self, obj: ApproverKey) -> str:
+        if obj.member is None:
+            return "-"
+        return obj.member.get_full_name() or obj.member.get_username()
+
+    @admin.display(description="State")
+    def state_shown(self, obj: ApproverKey) -> str:
+        return str(obj.state.label)
+
+    @admin.action(description="Confirm selected pending keys (their votes count from now on)")
+    def confirm_selected(self, request: HttpRequest, queryset: QuerySet[ApproverKey]) -> None:
+        confirmed = 0
+        for key in queryset:
+            if not can_write(request, key.org_id):
+                messages.error(request, f"{key.key_id}: needs the manager role in {key.org}")
+                continue
+            if key.state != ApproverKeyState.PENDING:
+                messages.warning(request, f"{key.key_id}: {key.state.label.lower()}, not pending")
+                continue
+            approver_key_confirm(key=key, actor=Actor.console(request.user))
+            confirmed += 1
+        self.message_user(request, f"Confirmed {confirmed} key(s).", messages.SUCCESS)
 
     def get_form(
         self, request: HttpRequest, obj: ApproverKey | None = None, change: bool = False,
@@ -70,8 +137,8 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
     ) -> tuple[str, ...]:
         if obj is None:
             return ()
-        return ("org", "key_id", "label", "public_key", "created_by", "created_via",
-                "created_at", "revoked_at")  # fmt: skip
+        return ("org", "key_id", "label", "public_key", "member", "created_by", "created_via",
+                "created_at", "confirmed_at", "confirmed_by", "revoked_at")  # fmt: skip
 
     def has_change_permission(self, request: HttpRequest, obj: ApproverKey | None = None) -> bool:
         # A key is registered or revoked (the action), never edited.
@@ -105,19 +172,21 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
 class ApprovalAdmin(OrgScopedAdmin[Approval]):
     """The approval queue: read-only here; votes are signed on the approvers' devices."""
 
-    # Readable at 1366 px: the org is a filter; the dates are on the approval's page.
-    list_display = ["approval_id", "status_shown", "waiting_for", "rule_id", "workflow", "opened",
-                    "links"]  # fmt: skip
+    # What each approval asks, readable at 1366 px: the org is a filter; the receipt and
+    # the dates are on the approval's page; "Review and sign" opens the signing page.
+    list_display = ["approval_shown", "asked", "rule_shown", "agent_shown", "roster_votes",
+                    "time_left"]  # fmt: skip
     search_help_text = "Searches approval id, rule, workflow, and full action or ticket hash."
     change_list_template = "admin/approvals/approval/change_list.html"
     list_filter = ["status", OrgFilter, "flag"]
     search_fields = ["approval_id", "action_hash", "ticket_hash", "rule_id", "workflow"]
-    readonly_fields = ["approval_id", "org", "receipt_link", "sign_link", "action_hash",
+    readonly_fields = ["approval_id", "org", "asked", "rule_shown", "agent_shown", "time_left",
+                       "receipt_link", "sign_link", "action_hash",
                        "ticket_hash", "status",
                        "waiting_for", "threshold", "roster_shown", "rule_id", "workflow",
                        "account", "context_shown", "producer_keys_shown", "approved_count",
                        "expires_at", "on_timeout", "flag",
-                       "routing_hint", "created_at", "resolved_at",
+                       "routing_hint", "created_at", "resolved_at", "reminded_at", "escalated_at",
                        "votes_and_history"]  # fmt: skip
     exclude = ["suspended_content", "access_token_digest", "provisional", "roster",
                "roster_frozen_at", "context", "producer_keys"]  # fmt: skip
@@ -150,6 +219,93 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     def breadcrumb(self, obj: Approval) -> str:
         return f"Approval {obj.approval_id} ({obj.status})"
+
+    @admin.display(description="Approval", ordering="created_at")
+    def approval_shown(self, obj: Approval) -> str:
+        """ "Review and sign", then its id (which may wrap), status and receipt: one cell, so
+        the queue fits 1366 px."""
+        wrappable = format_html_join(
+            mark_safe("<wbr>"), "{}",
+            ((obj.approval_id[at : at + 8],) for at in range(0, len(obj.approval_id), 8)),
+        )  # fmt: skip
+        return format_html(
+            '{}<br><a class="text-primary-600" href="{}">{}</a><br>{}<br>{}',
+            self.review(obj), reverse("admin:approvals_approval_change", args=[obj.pk]),
+            wrappable, self.status_shown(obj), self.receipt_link(obj),
+        )  # fmt: skip
+
+    @admin.display(description="What is asked")
+    def asked(self, obj: Approval) -> str:
+        """Verb and tool, then the decisive fields: amount, payee, target."""
+        request = _request(obj)
+        if not request["verb"]:
+            return "the suspended receipt is not pushed yet"
+        decisive = request["decisive"]
+        amount = " ".join(filter(None, [decisive.get("amount"), decisive.get("currency")]))
+        facts = [
+            ("amount", amount), ("payee", decisive.get("payee")),
+            ("target", decisive.get("target")),
+        ]  # fmt: skip
+        return format_html(
+            "<strong>{} {}</strong>{}",
+            request["verb"], request["tool"],
+            format_html_join("", "<br>{}: {}", ((n, v) for n, v in facts if v)),
+        )  # fmt: skip
+
+    @admin.display(description="Rule and condition")
+    def rule_shown(self, obj: Approval) -> str:
+        request = _request(obj)
+        rule = obj.rule_id or request["rule_id"] or "-"
+        return format_html(
+            '<code class="break-all">{}</code>{}', rule,
+            format_html_join("", "<br>{}", ((condition,) for condition in request["matched"])),
+        )  # fmt: skip
+
+    @admin.display(description="Agent and workflow")
+    def agent_shown(self, obj: Approval) -> str:
+        request = _request(obj)
+        agent = request["agent"]
+        shown = format_html('<code title="{}">{}…</code>', agent, agent[:10]) if agent else "-"
+        workflow = obj.workflow or request["workflow"]
+        return format_html("{}<br>{}", shown, workflow) if workflow else shown
+
+    @admin.display(description="Roster and votes")
+    def roster_votes(self, obj: Approval) -> str:
+        """Who may vote, by name, and how each voted; or what it still waits for."""
+        waiting = self.waiting_for(obj)
+        roster = approval_roster(obj) if obj.suspended_content else []
+        names = approver_names(obj.org_id, roster)
+        voted = dict(obj.counted_votes().values_list("approver_public_key", "decision"))
+        people = format_html_join(
+            "", "<br>{}: {}",
+            ((names.get(key, key[:10] + "…"), voted.get(key, "not voted")) for key in roster),
+        )  # fmt: skip
+        return format_html("{}{}", waiting if waiting != "-" else obj.status, people)
+
+    @admin.display(description="Time left", ordering="expires_at")
+    def time_left(self, obj: Approval) -> str:
+        if obj.status != ApprovalStatus.PENDING:
+            return "-"
+        left = obj.time_left_at(timezone.now())
+        if left is None:
+            return "no expiry"
+        if not left:
+            return "expired"
+        minutes = int(left.total_seconds() // 60)
+        hours, minutes = divmod(minutes, 60)
+        days, hours = divmod(hours, 24)
+        if days:
+            return f"{days} d {hours} h left"
+        return f"{hours} h {minutes} min left" if hours else f"{minutes} min left"
+
+    @admin.display(description="")
+    def review(self, obj: Approval) -> str:
+        url = reverse("console-approval", args=[obj.approval_id])
+        label = "Review and sign" if obj.status == ApprovalStatus.PENDING else "View"
+        return format_html(
+            '<a class="review-sign bg-primary-600 inline-block px-2 py-1 rounded-default '
+            'text-white whitespace-nowrap" href="{}">{}</a>', url, label,
+        )  # fmt: skip
 
     @admin.display(description="Context")
     def context_shown(self, obj: Approval) -> str:
@@ -216,8 +372,14 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     @admin.display(description="Roster")
     def roster_shown(self, obj: Approval) -> str:
-        labels = _key_labels(obj.org_id)
-        roster = [f"{labels.get(key, 'unlabelled key')}: {key}" for key in approval_roster(obj)]
+        roster_keys = approval_roster(obj)
+        names = approver_names(obj.org_id, roster_keys)
+        voted = dict(obj.counted_votes().values_list("approver_public_key", "decision"))
+        roster = [
+            f"{names.get(key, 'unknown key ' + key[:10] + '…')}: "
+            + (voted.get(key, "not voted yet"))
+            for key in roster_keys
+        ]
         state = (
             f"frozen at the first vote, {obj.roster_frozen_at:%Y-%m-%d %H:%M:%S}"
             if obj.roster_frozen_at
@@ -227,21 +389,32 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
 
     @admin.display(description="Votes and history")
     def votes_and_history(self, obj: Approval) -> str:
+        names = approver_names(obj.org_id)
         votes = [
             f"{vote.voted_at:%Y-%m-%d %H:%M:%S} {vote.decision} by "
-            f"{vote.approver_key.label or vote.approver_key.key_id} ({vote.approver_public_key})"
+            f"{approver_key_name(vote.approver_key)}"
             + (" with its co-signed leg" if vote.record else " (no leg yet)")
             + (" (key since revoked)" if vote.approver_key.revoked_at else "")
             + (f": {vote.reason}" if vote.reason else "")
             + (f" [set aside, not counted: {vote.set_aside_reason}]" if vote.set_aside_at else "")
-            for vote in obj.votes.select_related("approver_key")
+            for vote in obj.votes.select_related("approver_key__member")
         ]
         events = [
             f"{event.at:%Y-%m-%d %H:%M:%S} {event.kind}"
-            + (f" {_event_detail(event.detail)}" if event.detail else "")
+            + (f" {_event_detail(event.detail, names)}" if event.detail else "")
             for event in obj.events.all()
         ]
         return "\n".join([*votes, *events]) or "-"
+
+
+def _request(obj: Approval) -> dict[str, Any]:
+    """What the approval asks (``approval_request``), read once per row."""
+    cached: dict[str, Any] | None = getattr(obj, "_request", None)
+    if cached is None:
+        content = stored_value(obj.suspended_content) if obj.suspended_content else None
+        cached = approval_request(content)
+        obj._request = cached  # type: ignore[attr-defined]
+    return cached
 
 
 def _as_lines(value: Any, indent: str = "") -> str:
@@ -261,21 +434,16 @@ def _as_lines(value: Any, indent: str = "") -> str:
     return "" if value is None else str(value)
 
 
-def _key_labels(org_id: int) -> dict[str, str]:
-    """Public key -> "label (key id)" for the org's approver keys, revoked ones too."""
-    return {
-        public: f"{label} ({key_id})" if label else key_id
-        for public, label, key_id in ApproverKey.objects.filter(org_id=org_id).values_list(
-            "public_key", "label", "key_id"
-        )
-    }
-
-
-def _event_detail(detail: dict[str, Any]) -> str:
-    """An event's detail in words: ``provisional`` rather than ``provisional=True``."""
+def _event_detail(detail: dict[str, Any], names: dict[str, str]) -> str:
+    """An event's detail in words: ``provisional`` rather than ``provisional=True``; an
+    approver (and a roster) by the person and device, not the raw key."""
     words = []
     for name, value in detail.items():
         label = name.replace("_", " ")
+        if name == "approver" and isinstance(value, str):
+            value = names.get(value, value)
+        elif name == "roster" and isinstance(value, list):
+            value = [names.get(key, key) for key in value]
         if value is True:
             words.append(label)
         elif value is False:
@@ -302,15 +470,63 @@ def _receipt_approval(entry: MirrorEntry) -> ApprovalLink | None:
     )
 
 
-def _approver_names(org_id: int) -> dict[str, str]:
-    """Public key -> "label (key id)" of the org's approver keys, revoked ones too."""
-    return {
-        public: f"{label} ({key_id})" if label else key_id
-        for public, label, key_id in ApproverKey.objects.filter(org_id=org_id).values_list(
-            "public_key", "label", "key_id"
-        )
-    }
-
-
 # The receipts page (a floor below) shows each receipt's approval through these.
-receipt_page_shows_approvals(link=_receipt_approval, approver_names=_approver_names)
+receipt_page_shows_approvals(link=_receipt_approval, approver_names=approver_names)
+
+
+class ApprovalEscalationForm(forms.ModelForm[ApprovalEscalation]):
+    escalation_members = forms.ModelMultipleChoiceField(
+        queryset=get_user_model().objects.none(), required=False,
+        help_text="Members emailed when an approval is escalated (webhook endpoints subscribe "
+        "to approval.escalated under Webhook endpoints).",
+    )  # fmt: skip
+
+    class Meta:
+        model = ApprovalEscalation
+        fields = ["org", "rule_id", "remind_every_minutes", "escalate_before_minutes"]
+
+
+@admin.register(ApprovalEscalation)
+class ApprovalEscalationAdmin(OrgScopedAdmin[ApprovalEscalation]):
+    """How the org chases pending approvals, per rule id (empty: every other rule)."""
+
+    list_display = ["rule_shown", "org", "remind_every_minutes", "escalate_before_minutes",
+                    "escalation_list"]  # fmt: skip
+    list_filter = [OrgFilter]
+    form = ApprovalEscalationForm
+    fields = ["org", "rule_id", "remind_every_minutes", "escalate_before_minutes",
+              "escalation_members"]  # fmt: skip
+
+    def get_form(
+        self, request: HttpRequest, obj: ApprovalEscalation | None = None, change: bool = False,
+        **kwargs: Any,
+    ) -> type[forms.ModelForm[ApprovalEscalation]]:  # fmt: skip
+        form = super().get_form(request, obj, change, **kwargs)
+        # Only the members of the orgs this user manages can be on a list.
+        members = Membership.objects.filter(org__in=writable_orgs(request)).values("user_id")
+        field = form.base_fields["escalation_members"]
+        field.queryset = get_user_model().objects.filter(pk__in=members)  # type: ignore[attr-defined]
+        if obj is not None:
+            field.initial = obj.escalate_to
+        return form
+
+    @admin.display(description="Rule", ordering="rule_id")
+    def rule_shown(self, obj: ApprovalEscalation) -> str:
+        return obj.rule_id or "every other rule"
+
+    @admin.display(description="Escalation list")
+    def escalation_list(self, obj: ApprovalEscalation) -> str:
+        users = get_user_model().objects.filter(pk__in=obj.escalate_to)
+        return ", ".join(sorted(user.get_username() for user in users)) or "-"
+
+    def save_model(
+        self, request: HttpRequest, obj: ApprovalEscalation, form: Any, change: bool
+    ) -> None:
+        saved = approval_escalation_set(
+            org=obj.org, rule_id=obj.rule_id,
+            remind_every_minutes=obj.remind_every_minutes,
+            escalate_before_minutes=obj.escalate_before_minutes,
+            escalate_to=[user.pk for user in form.cleaned_data.get("escalation_members") or []],
+            actor=Actor.console(request.user),
+        )  # fmt: skip
+        obj.pk = saved.pk

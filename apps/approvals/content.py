@@ -57,3 +57,58 @@ def parse_signed_time(text: object) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else None
+
+
+# The action fields that decide whether a person says yes, as the SDK's actions name them:
+# how much, to whom, on what. The first present name of each group is shown.
+DECISIVE_FIELDS = {
+    "amount": ("amount", "amount_minor", "amount_cents", "total", "value"),
+    "currency": ("currency",),
+    "payee": ("payee", "recipient", "beneficiary", "to", "vendor"),
+    "target": ("target", "resource", "path", "url", "table", "account_id"),
+}
+_SHOWN_TEXT = 80
+
+
+def _shown(value: object) -> str:
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= _SHOWN_TEXT else text[: _SHOWN_TEXT - 1] + "…"
+
+
+def _member_object(parent: dict[str, Any], name: str) -> dict[str, Any]:
+    value = parent.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def approval_request(content: dict[str, Any] | None) -> dict[str, Any]:
+    """What a suspended action asks, for the approval inbox: verb, tool, the decisive
+    fields (amount, payee, target), the matched rule and conditions, the agent. Empty
+    strings where the content (not pushed yet) says nothing."""
+    content = content or {}
+    action = _member_object(content, "action")
+    policy = _member_object(content, "policy")
+    fields = _member_object(action, "fields")
+    decisive: dict[str, str] = {}
+    for name, candidates in DECISIVE_FIELDS.items():
+        for candidate in candidates:
+            if candidate in fields and fields[candidate] not in (None, "", [], {}):
+                decisive[name] = _shown(fields[candidate])
+                break
+    if "target" not in decisive and action.get("target_host"):
+        decisive["target"] = _shown(action["target_host"])
+    conditions = policy.get("matched_conditions")
+    matched = [
+        f"{c.get('field')} {c.get('op')} {_shown(c.get('value'))}"
+        for c in (conditions if isinstance(conditions, list) else [])
+        if isinstance(c, dict)
+    ]
+    return {
+        "verb": str(action.get("verb") or ""),
+        "tool": str(action.get("tool_name") or action.get("action") or ""),
+        "decisive": decisive,
+        "rule_id": str(policy.get("rule_id") or ""),
+        "rule_text": str(policy.get("rule_display") or ""),
+        "matched": matched,
+        "agent": str(content.get("agent_identity") or ""),
+        "workflow": str(action.get("workflow") or ""),
+    }

@@ -8,28 +8,65 @@ vote resolves it exactly once.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from apps.common.vocabulary import ON_TIMEOUT
 from apps.tenancy.models import Org
 
 
+class ApproverKeyState(models.TextChoices):
+    """Where a key stands. Only an ``active`` key is eligible to approve (server.md §6)."""
+
+    PENDING = "pending", "Pending confirmation"
+    ACTIVE = "active", "Active"
+    REVOKED = "revoked", "Revoked"
+
+
+class ApproverKeyQuerySet(models.QuerySet["ApproverKey"]):
+    def active(self) -> ApproverKeyQuerySet:
+        """Confirmed and not revoked: the keys whose votes count."""
+        return self.filter(revoked_at__isnull=True, confirmed_at__isnull=False)
+
+    def pending(self) -> ApproverKeyQuerySet:
+        """Enrolled by a member, waiting for an owner or manager to confirm them."""
+        return self.filter(revoked_at__isnull=True, confirmed_at__isnull=True)
+
+
 class ApproverKey(models.Model):
-    """An approver's Ed25519 public key (canonical padded base64 of 32 bytes)."""
+    """An approver's Ed25519 public key (canonical padded base64 of 32 bytes).
+
+    Registered by an administrator (console, command, ``approvers:write`` API key) it is
+    active at once; enrolled by a member from their browser it is bound to that member and
+    pending until an owner or manager confirms it (or the org confirms the keys of members
+    who signed in with single sign-on)."""
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
     key_id = models.CharField(max_length=100)
     public_key = models.CharField(max_length=44)
     label = models.CharField(max_length=200, blank=True, default="")
+    # The person holding the key (the device's owner): set when a member enrolls it, or by
+    # an administrator; empty for keys registered for a script.
+    member = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_via = models.CharField(max_length=16, default="command")
     created_at = models.DateTimeField(auto_now_add=True)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApproverKeyQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -41,6 +78,13 @@ class ApproverKey(models.Model):
             ),
             models.UniqueConstraint(fields=["org", "public_key"], name="approver_key_org_pub"),
         ]
+        indexes = [
+            models.Index(
+                fields=["org", "member"],
+                name="approver_key_org_member",
+                condition=models.Q(member__isnull=False),
+            )
+        ]
         ordering = ["org_id", "key_id"]
 
     def __str__(self) -> str:
@@ -48,7 +92,26 @@ class ApproverKey(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and self.confirmed_at is not None
+
+    @property
+    def state(self) -> ApproverKeyState:
+        if self.revoked_at is not None:
+            return ApproverKeyState.REVOKED
+        if self.confirmed_at is None:
+            return ApproverKeyState.PENDING
+        return ApproverKeyState.ACTIVE
+
+
+# Which keys count on an approval (server.md §6), in the words every page, the README and
+# the documentation use (tests/approvals/test_roster_rule_wording.py holds them to it).
+ROSTER_RULE = (
+    "An approval's eligible approvers are the org's approver keys that are active (confirmed "
+    "and not revoked) when a vote is cast, narrowed to the approver keys the suspended action "
+    "lists when it lists any. The roster freezes at the first counted vote and never changes "
+    "afterwards: a key enrolled or confirmed after an approval opened counts on it until that "
+    "first vote, not after. An approval opens even with no approver keys yet and waits for them."
+)
 
 
 class ApprovalStatus(models.TextChoices):
@@ -135,6 +198,10 @@ class Approval(models.Model):
     local_decision = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # Escalation (ApprovalEscalation): when the roster was last reminded, and when the
+    # approval was escalated (once). Written under the row lock by approvals_escalate.
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
 
     objects = ApprovalQuerySet.as_manager()
 
@@ -184,6 +251,28 @@ class Approval(models.Model):
         """Whether the signed expiry has passed at ``now`` (its own instant still counts as
         before it); never, without an expiry."""
         return self.expires_at is not None and now > self.expires_at
+
+    def time_left_at(self, now: datetime) -> timedelta | None:
+        """How long it still takes votes at ``now`` (zero once past its expiry); None
+        without an expiry."""
+        if self.expires_at is None:
+            return None
+        return max(self.expires_at - now, timedelta(0))
+
+    def reminder_due_at(self, now: datetime, every: timedelta) -> bool:
+        """Whether the roster is due a reminder at ``now``: still taking votes, and
+        ``every`` has passed since the last reminder (or since it opened). Never more than
+        one a period, none once it is settled or past its expiry."""
+        if not self.takes_votes_at(now):
+            return False
+        return now - (self.reminded_at or self.created_at) >= every
+
+    def escalation_due_at(self, now: datetime, before: timedelta) -> bool:
+        """Whether it is due its one escalation at ``now``: still taking votes, not escalated
+        yet, and within ``before`` of its signed expiry (none without an expiry)."""
+        if not self.takes_votes_at(now) or self.escalated_at is not None:
+            return False
+        return self.expires_at is not None and now >= self.expires_at - before
 
     def takes_votes_at(self, now: datetime) -> bool:
         """Pending and not past its signed expiry. Past it, votes are refused whatever
@@ -389,3 +478,52 @@ class ApprovalRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.org_id} {self.day}: {self.opened} opened"
+
+
+class ApprovalEscalation(models.Model):
+    """How an org chases its pending approvals: remind the roster every
+    ``remind_every_minutes``, and ``escalate_before_minutes`` before the signed expiry send
+    ``approval.escalated`` to the escalation list (``escalate_to``: member user ids, by
+    email; webhook endpoints subscribe to the event type as to any other).
+
+    Keyed by the approval's rule id; the row with ``rule_id`` ``""`` is the org's default.
+    The policy file cannot carry it: the rule grammar is fixed (policy.md §2: other keys are
+    ignored by the SDK and would change the policy hash for nothing)."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    rule_id = models.CharField(
+        max_length=200, blank=True, default="",
+        help_text="The approval rule this applies to; empty: every rule without its own.",
+    )  # fmt: skip
+    remind_every_minutes = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Remind the approvers on the roster who have not voted; empty: never.",
+    )  # fmt: skip
+    escalate_before_minutes = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Escalate this long before the approval expires; empty: never.",
+    )  # fmt: skip
+    escalate_to = models.JSONField(
+        default=list, blank=True,
+        help_text="User ids of the members emailed on escalation.",
+    )  # fmt: skip
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "rule_id"], name="approval_escalation_rule"),
+            models.CheckConstraint(
+                condition=models.Q(remind_every_minutes__isnull=True)
+                | models.Q(remind_every_minutes__gte=1),
+                name="approval_escalation_remind_positive",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(escalate_before_minutes__isnull=True)
+                | models.Q(escalate_before_minutes__gte=1),
+                name="approval_escalation_before_positive",
+            ),
+        ]
+        ordering = ["org_id", "rule_id"]
+
+    def __str__(self) -> str:
+        return f"escalation for {self.rule_id or 'every rule'}"

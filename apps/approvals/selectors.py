@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from apps.approvals.models import (
     COUNTED_VOTE,
     COUNTED_VOTES_ATTR,
     Approval,
+    ApprovalEscalation,
     ApprovalRollup,
     ApprovalStatus,
     ApprovalVote,
@@ -65,10 +67,11 @@ def eligible_approvers(approval: Approval, *, content: dict[str, Any] | None = N
     """Who may vote now: the frozen roster's keys still active once the first vote froze
     it; before that, the org's active keys narrowed to the suspension's signed
     ``approver_pubkeys`` when that list is non-empty (an empty list narrows nothing)."""
+    # Confirmed and not revoked: a key a member enrolled counts once it is confirmed.
     active = set(
-        ApproverKey.objects.filter(org_id=approval.org_id, revoked_at__isnull=True).values_list(
-            "public_key", flat=True
-        )
+        ApproverKey.objects.active()
+        .filter(org_id=approval.org_id)
+        .values_list("public_key", flat=True)
     )
     if approval.roster_frozen_at is not None:
         return sorted(active & set(approval.roster))
@@ -324,3 +327,59 @@ def _aware(value: object) -> datetime:
     if moment is None:
         raise ValueError(f"not a timestamp: {value!r}")
     return moment if timezone.is_aware(moment) else moment.replace(tzinfo=UTC)
+
+
+def approver_names(org_id: int, public_keys: Iterable[str] | None = None) -> dict[str, str]:
+    """Public key -> the person and device it stands for, as every page names an approver:
+    "Alice Doe (work laptop)" for a key a member holds, "label (key id)" for one registered
+    for a script, the key id alone without a label. Revoked keys too (history names them)."""
+    keys = ApproverKey.objects.filter(org_id=org_id).select_related("member")
+    if public_keys is not None:
+        keys = keys.filter(public_key__in=list(public_keys))
+    return {key.public_key: approver_key_name(key) for key in keys}
+
+
+def approver_key_name(key: ApproverKey) -> str:
+    member = key.member
+    if member is not None:
+        person = member.get_full_name() or member.get_username()
+        return f"{person} ({key.label or key.key_id})"
+    return f"{key.label} ({key.key_id})" if key.label else key.key_id
+
+
+def member_approver_keys(*, member_id: int, org_ids: Iterable[int]) -> QuerySet[ApproverKey]:
+    """The keys ``member_id`` holds in those orgs, newest first, revoked ones too."""
+    return (
+        ApproverKey.objects.filter(member_id=member_id, org_id__in=list(org_ids))
+        .select_related("org")
+        .order_by("-created_at", "-id")
+    )
+
+
+def approval_reminder_recipients(approval: Approval) -> list[int]:
+    """The members holding the roster's keys who have not voted yet (user ids)."""
+    voted = set(approval.counted_votes().values_list("approver_public_key", flat=True))
+    waiting = [key for key in approval_roster(approval) if key not in voted]
+    return sorted(
+        {
+            member
+            for member in ApproverKey.objects.filter(
+                org_id=approval.org_id, public_key__in=waiting, member__isnull=False
+            ).values_list("member_id", flat=True)
+            if member is not None
+        }
+    )
+
+
+def approval_escalation_recipients(approval: Approval) -> list[int]:
+    """The escalation list's members (user ids) of the setting the approval falls under."""
+    settings = {
+        setting.rule_id: setting
+        for setting in ApprovalEscalation.objects.filter(
+            org_id=approval.org_id, rule_id__in=[approval.rule_id, ""]
+        )
+    }
+    setting = settings.get(approval.rule_id) or settings.get("")
+    if setting is None:
+        return []
+    return sorted({int(user_id) for user_id in setting.escalate_to if isinstance(user_id, int)})

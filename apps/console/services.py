@@ -12,6 +12,10 @@ Two kinds of link reach ``/approve/<ref>``:
 
 Either way the vote itself is authorized by the approver's signature: it goes through
 ``approval_vote_with_token``, the one vote path the two API profiles use too.
+
+A signed-in member also enrolls, labels and revokes their own approver keys from ``/approve/``
+(the services are ``apps.approvals.services.keys``); what is here finds their orgs and keys
+with the right org context, and says whether they signed in with single sign-on.
 """
 
 from __future__ import annotations
@@ -19,14 +23,17 @@ from __future__ import annotations
 import base64
 import binascii
 
+from django.contrib.auth import BACKEND_SESSION_KEY, load_backend
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
+from django.http import HttpRequest
 
-from apps.approvals.models import Approval
-from apps.approvals.selectors import approval_as_of
+from apps.approvals.models import Approval, ApproverKey
+from apps.approvals.selectors import approval_as_of, member_approver_keys
 from apps.approvals.services import access_token_digest, approval_vote_with_token
-from apps.common.errors import InvalidInput
+from apps.common.errors import InvalidInput, NotFound
 from apps.tenancy.middleware import member_org_ids
+from apps.tenancy.models import Org
 from apps.tenancy.org_context import activate_all_orgs, activate_orgs
 
 APPROVAL_ID_PREFIX = "apr_"
@@ -96,3 +103,52 @@ def console_vote(
     return approval_vote_with_token(
         approval=approval, token=token, record=record, co_sig_b64=co_sig_b64
     )
+
+
+# --- A member's own approver keys ---------------------------------------------------------
+
+
+def member_orgs(user: AbstractBaseUser | AnonymousUser) -> list[Org]:
+    """The orgs ``user`` is a member of (where they may enroll keys); they become the
+    context. Nobody signed in: none."""
+    if not (user.is_authenticated and user.is_active):
+        return []
+    org_ids = member_org_ids(int(user.pk))
+    activate_orgs(org_ids)
+    return list(Org.objects.filter(pk__in=org_ids).order_by("slug"))
+
+
+def member_keys(user: AbstractBaseUser | AnonymousUser) -> list[ApproverKey]:
+    orgs = member_orgs(user)
+    if not orgs:
+        return []
+    return list(member_approver_keys(member_id=int(str(user.pk)), org_ids=[o.pk for o in orgs]))
+
+
+def member_key(user: AbstractBaseUser | AnonymousUser, key_pk: int) -> ApproverKey:
+    """One of ``user``'s own keys; anyone else's (or none) is not found."""
+    for key in member_keys(user):
+        if key.pk == key_pk:
+            return key
+    raise NotFound("not one of your approver keys")
+
+
+def member_org(user: AbstractBaseUser | AnonymousUser, slug: object) -> Org:
+    for org in member_orgs(user):
+        if org.slug == slug:
+            return org
+    raise NotFound("org: not an org you are a member of")
+
+
+def signed_in_with_single_sign_on(request: HttpRequest) -> bool:
+    """Whether this session was signed in by a single sign-on backend: the authentication
+    backend Django recorded for the session says ``single_sign_on = True`` (a password
+    sign-in's ModelBackend does not)."""
+    path = request.session.get(BACKEND_SESSION_KEY)
+    if not path:
+        return False
+    try:
+        backend = load_backend(path)
+    except ImportError:
+        return False
+    return bool(getattr(backend, "single_sign_on", False))

@@ -21,6 +21,10 @@ urlpatterns = [
     path("approvals", ApprovalQueueRedirect.as_view(), name="console-approvals"),
     path("verify", views.verify_page, name="console-verify"),
     path("approve/", views.approver_key_page, name="console-approver-key"),
+    path("approve/devices/challenge", views.device_challenge, name="console-device-challenge"),
+    path("approve/devices", views.device_enroll, name="console-device-enroll"),
+    path("approve/devices/<int:key_pk>/label", views.device_label, name="console-device-label"),
+    path("approve/devices/<int:key_pk>/revoke", views.device_revoke, name="console-device-revoke"),
     path("approve/<str:ref>", views.approval_page, name="console-approval"),
     path("approve/<str:ref>/vote", views.approval_vote_endpoint, name="console-approval-vote"),
 ]

@@ -1,4 +1,5 @@
-"""The console's browser pages: the receipt verifier and the approver page.
+"""The console's browser pages: the receipt verifier, the approver's devices page and the
+approval's signing page.
 
 The pages are static shells: verification and signing run in the browser
 (static/console/*.js). The verifier page gets a Content-Security-Policy that forbids every
@@ -7,10 +8,13 @@ network request from its scripts, so what is pasted into it cannot leave the bro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
@@ -19,9 +23,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.approvals.models import Approval, ApproverKey, VoteDecision
-from apps.approvals.selectors import approval_roster, counted_votes
-from apps.common.errors import DomainError, InvalidJson, PayloadTooLarge
+from apps.approvals.models import ROSTER_RULE, Approval, ApproverKey, VoteDecision
+from apps.approvals.selectors import approval_roster, approver_names, counted_votes
+from apps.approvals.services import (
+    approver_key_enroll,
+    approver_key_relabel,
+    approver_key_revoke_own,
+    enrollment_challenge_new,
+)
+from apps.common.errors import DomainError, InvalidInput, InvalidJson, PayloadTooLarge
 from apps.common.json_body import parse_json_body, read_json_bytes
 from apps.common.request_guard import answers_json
 from apps.common.responses import profile_error_response
@@ -30,7 +40,13 @@ from apps.console.services import (
     approval_by_access_token,
     approval_for_member,
     console_vote,
+    member_key,
+    member_keys,
+    member_org,
+    member_orgs,
+    signed_in_with_single_sign_on,
 )
+from apps.tenancy.audit_trail import Actor
 
 MAX_VOTE_BODY_BYTES = 64 * 1024
 
@@ -68,10 +84,154 @@ def _approver_page(request: HttpRequest, template: str, context: dict[str, Any])
     return response
 
 
+# The session key of the one outstanding enrollment challenge (used once, then dropped).
+ENROLLMENT_CHALLENGE_SESSION_KEY = "approver_enrollment_challenge"
+
+
+def _device(key: ApproverKey) -> dict[str, Any]:
+    return {
+        "id": key.pk,
+        "org": key.org.slug,
+        "key_id": key.key_id,
+        "label": key.label,
+        "public_key": key.public_key,
+        "state": key.state.value,
+        "enrolled_at": key.created_at.isoformat(),
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
+
+
 @require_GET
 def approver_key_page(request: HttpRequest) -> HttpResponse:
-    """This browser's approver key (created here, never leaving it) and how to register it."""
-    return _approver_page(request, "console/approver_key.html", {})
+    """This browser's approver key (created here, never leaving it) and, for a signed-in
+    member, their devices: enroll this browser's key, label, revoke, replace a lost one."""
+    orgs = member_orgs(request.user)
+    keys = member_keys(request.user) if orgs else []
+    page = {
+        "signed_in": bool(orgs),
+        "orgs": [org.slug for org in orgs],
+        "devices": [_device(key) for key in keys],
+        "challenge_url": reverse("console-device-challenge"),
+        "enroll_url": reverse("console-device-enroll"),
+        "csrf_token": get_token(request) if orgs else "",
+    }
+    context = {
+        "devices": keys,
+        "orgs": orgs,
+        "page": page,
+        "roster_rule": ROSTER_RULE,
+        "signed_in": request.user.is_authenticated,
+        "login_url": f"{reverse('admin:login')}?next={reverse('console-approver-key')}",
+    }
+    return _approver_page(request, "console/approver_key.html", context)
+
+
+def _member_json_body(request: HttpRequest) -> dict[str, Any]:
+    body = parse_json_body(read_json_bytes(request, max_bytes=MAX_VOTE_BODY_BYTES))
+    if not isinstance(body, dict):
+        raise InvalidInput("expected a JSON object")
+    return body
+
+
+def _member(request: HttpRequest) -> AbstractBaseUser:
+    """The signed-in member (``_member_call`` answered 401 for anyone else)."""
+    user = request.user
+    if isinstance(user, AnonymousUser):
+        raise NotSignedIn("sign in to the console to manage your keys")
+    return user
+
+
+class NotSignedIn(DomainError):
+    status = HTTPStatus.UNAUTHORIZED
+    code = "not_signed_in"
+
+
+def _member_call(request: HttpRequest, call: Callable[[], JsonResponse]) -> JsonResponse:
+    """Run a member's device request: signed in or 401; a refusal in the profile's body."""
+    if not (request.user.is_authenticated and request.user.is_active):
+        return _error(
+            HTTPStatus.UNAUTHORIZED, "not_signed_in", "sign in to the console to manage your keys"
+        )
+    try:
+        return call()
+    except PayloadTooLarge as error:
+        return _error(error.status, error.code, error.message)
+    except InvalidJson as error:
+        return _error(HTTPStatus.BAD_REQUEST, error.code, error.message)
+    except DomainError as error:
+        return _refusal(error)
+
+
+@answers_json
+@require_POST
+def device_challenge(request: HttpRequest) -> JsonResponse:
+    """A one-time challenge for the next enrollment, kept in this member's session."""
+
+    def issue() -> JsonResponse:
+        challenge = enrollment_challenge_new()
+        request.session[ENROLLMENT_CHALLENGE_SESSION_KEY] = challenge
+        return JsonResponse({"challenge": challenge})
+
+    return _member_call(request, issue)
+
+
+@answers_json
+@require_POST
+def device_enroll(request: HttpRequest) -> JsonResponse:
+    """``{org, label, public_key, signature, replaces?}``: enroll the browser's key (its
+    signature over the session's challenge proves the browser holds it)."""
+
+    def enroll() -> JsonResponse:
+        body = _member_json_body(request)
+        allowed = {"org", "label", "public_key", "signature", "replaces"}
+        if set(body) - allowed or not {"org", "label", "public_key", "signature"} <= set(body):
+            raise InvalidInput("expected {org, label, public_key, signature, replaces?}")
+        org = member_org(request.user, body["org"])
+        replaces = None
+        if body.get("replaces") is not None:
+            if not isinstance(body["replaces"], int):
+                raise InvalidInput("replaces: the id of the key this device replaces")
+            replaces = member_key(request.user, body["replaces"])
+        # Used once, whatever the outcome: a refused proof needs a new challenge.
+        challenge = request.session.pop(ENROLLMENT_CHALLENGE_SESSION_KEY, None)
+        if not isinstance(body["public_key"], str):
+            raise InvalidInput("public_key: the key in standard base64")
+        key = approver_key_enroll(
+            org=org, member=_member(request), public_key=body["public_key"],
+            label=body["label"], challenge=challenge, signature=body["signature"],
+            single_sign_on=signed_in_with_single_sign_on(request), replaces=replaces,
+        )  # fmt: skip
+        return JsonResponse(_device(key), status=HTTPStatus.CREATED)
+
+    return _member_call(request, enroll)
+
+
+@answers_json
+@require_POST
+def device_label(request: HttpRequest, key_pk: int) -> JsonResponse:
+    """``{label}``: rename one of the member's own devices."""
+
+    def relabel() -> JsonResponse:
+        key = member_key(request.user, key_pk)
+        body = _member_json_body(request)
+        if set(body) != {"label"}:
+            raise InvalidInput("expected {label}")
+        key = approver_key_relabel(key=key, label=body["label"], actor=Actor.console(request.user))
+        return JsonResponse(_device(key))
+
+    return _member_call(request, relabel)
+
+
+@answers_json
+@require_POST
+def device_revoke(request: HttpRequest, key_pk: int) -> JsonResponse:
+    """Revoke one of the member's own devices (lost, retired): its votes stop counting."""
+
+    def revoke() -> JsonResponse:
+        key = approver_key_revoke_own(key=member_key(request.user, key_pk), member=_member(request))
+        return JsonResponse(_device(key))
+
+    return _member_call(request, revoke)
 
 
 def _resolve(request: HttpRequest, ref: str) -> tuple[Approval | None, str]:
@@ -84,25 +244,11 @@ def _resolve(request: HttpRequest, ref: str) -> tuple[Approval | None, str]:
     return None, "token"
 
 
-def _key_names(approval: Approval, roster: list[str]) -> dict[str, str]:
-    """Each roster key's name as the console shows it: "label (key_id)", or the key id."""
-    keys = ApproverKey.objects.filter(org_id=approval.org_id, public_key__in=roster)
-    return {
-        public_key: f"{label} ({key_id})" if label else key_id
-        for public_key, key_id, label in keys.values_list("public_key", "key_id", "label")
-    }
-
-
-def _votes(approval: Approval, roster: list[str]) -> list[dict[str, Any]]:
-    key_ids = dict(
-        ApproverKey.objects.filter(org_id=approval.org_id, public_key__in=roster).values_list(
-            "public_key", "key_id"
-        )
-    )
+def _votes(approval: Approval, names: dict[str, str]) -> list[dict[str, Any]]:
     return [
         {
             "approver_public_key": vote.approver_public_key,
-            "key_id": key_ids.get(vote.approver_public_key, ""),
+            "approver": names.get(vote.approver_public_key, vote.approver_public_key),
             "decision": vote.decision,
             "voted_at": vote.voted_at.isoformat(),
             "with_leg": bool(vote.record),
@@ -118,6 +264,8 @@ def approval_state(approval: Approval) -> dict[str, Any]:
     one that vote would freeze (server.md §6).
     """
     roster = approval_roster(approval)
+    voters = list(counted_votes(approval).values_list("approver_public_key", flat=True))
+    names = approver_names(approval.org_id, [*roster, *voters])
     return {
         "approval_id": approval.approval_id,
         "action_hash": approval.action_hash,
@@ -127,13 +275,15 @@ def approval_state(approval: Approval) -> dict[str, Any]:
         "lane": approval.lane,
         "approved_count": approval.approved_count,
         "roster": roster,
-        "key_names": _key_names(approval, roster),
+        # The person and device of each key (the page names people, never raw keys).
+        "key_names": names,
+        "roster_rule": ROSTER_RULE,
         "rule_id": approval.rule_id,
         "workflow": approval.workflow,
         "account": approval.account,
         "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
         "resolved_at": approval.resolved_at.isoformat() if approval.resolved_at else None,
-        "votes": _votes(approval, roster),
+        "votes": _votes(approval, names),
         "suspended_content": approval.suspended_content,
     }
 
@@ -183,6 +333,14 @@ def approval_page(request: HttpRequest, ref: str) -> HttpResponse:
         # a team-path token vote is the token alone, as on POST /v1/approvals/{id}/token.
         "with_leg": mode == "console",
         "vote_url": reverse("console-approval-vote", args=[ref]),
+        # The signed-in member's own keys in this org and where each stands, so the page can
+        # say why this browser's key cannot vote yet (pending confirmation, revoked).
+        # (A page reached by its one-time token keeps the token's org context: none here.)
+        "your_keys": {
+            key.public_key: key.state.value
+            for key in (member_keys(request.user) if mode == "console" else [])
+            if key.org_id == approval.org_id
+        },
         "csrf_token": get_token(request),
     }
     return _approver_page(request, "console/approval.html", {"page": page})

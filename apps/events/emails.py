@@ -7,6 +7,8 @@ from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django_tasks import task
 
+from apps.approvals.models import Approval
+from apps.approvals.selectors import approval_escalation_recipients, approval_reminder_recipients
 from apps.events.models import EmailSubscription, Event, WebhookEndpoint
 from apps.events.payloads import slack_text
 from apps.tenancy.models import Membership, Role
@@ -16,6 +18,14 @@ _TITLES = {
     "approval.waiting_for_approvers": "Approval waiting for approvers",
     "approval.vote_recorded": "Vote recorded",
     "approval.decided": "Approval decided",
+    "approval.reminder": "Reminder: your approval is waiting",
+    "approval.escalated": "Approval escalated: nobody has decided yet",
+}
+_WHY = {
+    "approval.reminder": "You receive this because one of your approver keys is on this "
+    "approval's roster and you have not voted yet.",
+    "approval.escalated": "You receive this because you are on the org's escalation list for "
+    "this approval's rule.",
 }
 
 
@@ -35,7 +45,11 @@ def event_email(event: Event) -> tuple[str, str]:
         lines.append(f"Expires: {data['expires_at']}")
     if data.get("signing_url"):
         lines += ["", f"Review and sign: {data['signing_url']}"]
-    lines += ["", "You receive this because you opted in to email for this event in the console."]
+    lines += [
+        "",
+        _WHY.get(event.type, "You receive this because you opted in to email for this event "
+                 "in the console."),
+    ]  # fmt: skip
     return subject, "\n".join(lines) + "\n"
 
 
@@ -74,6 +88,23 @@ def send_event_emails(event_pk: int) -> int:
             "user_id", flat=True
         )
     )
+    return _send(event.org_id, user_ids, *event_email(event))
+
+
+@task()
+def send_addressed_emails(event_pk: int) -> int:
+    """A reminder to the roster's members who have not voted, or an escalation to the
+    escalation list: to the people it is about, whoever opted in; how many."""
+    event = Event.objects.select_related("org").get(pk=event_pk)
+    approval = Approval.objects.filter(
+        org_id=event.org_id, approval_id=event.payload.get("approval_id")
+    ).first()
+    if approval is None:
+        return 0
+    if event.type == "approval.reminder":
+        user_ids = approval_reminder_recipients(approval)
+    else:
+        user_ids = approval_escalation_recipients(approval)
     return _send(event.org_id, user_ids, *event_email(event))
 
 

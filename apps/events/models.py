@@ -20,6 +20,8 @@ class EventType(models.TextChoices):
     APPROVAL_WAITING = "approval.waiting_for_approvers", "approval.waiting_for_approvers"
     APPROVAL_VOTE_RECORDED = "approval.vote_recorded", "approval.vote_recorded"
     APPROVAL_DECIDED = "approval.decided", "approval.decided"
+    APPROVAL_REMINDER = "approval.reminder", "approval.reminder"
+    APPROVAL_ESCALATED = "approval.escalated", "approval.escalated"
     RECEIPT_REFUSED = "receipt.refused", "receipt.refused"
     POLICY_DEPLOYED = "policy.deployed", "policy.deployed"
     QUOTA_THRESHOLD = "quota.threshold", "quota.threshold"
@@ -39,6 +41,12 @@ EMAIL_EVENT_TYPES = (
     EventType.APPROVAL_VOTE_RECORDED,
     EventType.APPROVAL_DECIDED,
 )
+
+
+# Sent to the people they are about whoever subscribes: a reminder to the roster's members
+# who have not voted, an escalation to the org's escalation list (ApprovalEscalation). Webhook
+# endpoints subscribe to them as to any other type.
+ADDRESSED_EVENT_TYPES = (EventType.APPROVAL_REMINDER, EventType.APPROVAL_ESCALATED)
 
 
 class EndpointFormat(models.TextChoices):

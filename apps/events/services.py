@@ -22,8 +22,9 @@ from apps.common.outbound import PayloadFactory
 from apps.common.tasks import enqueue
 from apps.events.delivery import deliver_webhook
 from apps.events.destinations import check_url
-from apps.events.emails import send_event_emails
+from apps.events.emails import send_addressed_emails, send_event_emails
 from apps.events.models import (
+    ADDRESSED_EVENT_TYPES,
     EMAIL_EVENT_TYPES,
     Delivery,
     DeliveryStatus,
@@ -46,7 +47,7 @@ def event_record(org_id: int, event_type: str, payload: PayloadFactory) -> Event
     """Record ``event_type`` and enqueue its fan-out, in the caller's transaction; nothing
     when nobody subscribes. Two inserts: the deliveries are made by the fan-out task
     (:func:`fan_out_event`), so the change's own request pays no more."""
-    if event_type not in subscribed_types(org_id):
+    if event_type not in ADDRESSED_EVENT_TYPES and event_type not in subscribed_types(org_id):
         return None
     with transaction.atomic(savepoint=False):
         event = Event.objects.create(
@@ -86,6 +87,8 @@ def event_fan_out(*, event: Event) -> list[Delivery]:
         )
         for delivery in deliveries:
             enqueue(deliver_webhook, delivery.pk)
+        if not done and event.type in ADDRESSED_EVENT_TYPES:
+            enqueue(send_addressed_emails, event.pk)
         if (
             not done
             and event.type in EMAIL_EVENT_TYPES

@@ -10,7 +10,7 @@ import time
 from django.conf import settings
 from django.db import transaction
 
-from apps.events.models import EmailSubscription, WebhookEndpoint
+from apps.events.models import ADDRESSED_EVENT_TYPES, EmailSubscription, WebhookEndpoint
 
 # org id -> (valid until, monotonic seconds; the event types someone subscribes to)
 _subscribers: dict[int, tuple[float, frozenset[str]]] = {}
@@ -37,7 +37,9 @@ def subscribed_types(org_id: int) -> frozenset[str]:
 
 
 def is_subscribed(org_id: int, event_type: str) -> bool:
-    return event_type in subscribed_types(org_id)
+    """Whether anyone subscribes; an addressed event (a reminder, an escalation) always has
+    its recipients."""
+    return event_type in ADDRESSED_EVENT_TYPES or event_type in subscribed_types(org_id)
 
 
 def forget_subscribers(org_id: int | None = None) -> None:

@@ -87,6 +87,14 @@ class Org(models.Model):
         help_text="Days receipt bodies stay in the mirror before they are archived and "
         "retired; 0 keeps them for ever; empty: the plan's.",
     )
+    # An approver key a member enrolls from their browser waits for an owner or manager to
+    # confirm it, unless the member signed in with single sign-on and this is on (the
+    # identity provider already vouches for the person holding the device).
+    confirm_sso_approver_keys = models.BooleanField(
+        db_default=False,
+        help_text="Confirm at once the approver keys members enroll after signing in with "
+        "single sign-on (otherwise an owner or manager confirms each key).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -198,6 +206,10 @@ class AuditKind(models.TextChoices):
     APPROVER_KEY_REGISTERED = "approver_key.registered", "Approver key registered"
     APPROVER_KEY_ROTATED = "approver_key.rotated", "Approver key rotated"
     APPROVER_KEY_REVOKED = "approver_key.revoked", "Approver key revoked"
+    APPROVER_KEY_ENROLLED = "approver_key.enrolled", "Approver key enrolled by its member"
+    APPROVER_KEY_CONFIRMED = "approver_key.confirmed", "Approver key confirmed"
+    APPROVER_KEY_RELABELLED = "approver_key.relabelled", "Approver key relabelled"
+    APPROVAL_ESCALATION_SET = "approval_escalation.set", "Approval escalation set"
     EVIDENCE_EXPORTED = "evidence.exported", "Evidence exported"
     CONSOLE_TOKEN_ISSUED = "console_token.issued", "Dashboard session token issued"
     WEBHOOK_ENDPOINT_ENABLED = "webhook_endpoint.enabled", "Webhook endpoint enabled"

@@ -33,6 +33,7 @@ class ApproverKeyFactory(DjangoModelFactory):
     key_id = factory.Sequence(lambda n: f"approver-{n}")
     public_key = factory.LazyAttribute(lambda key: key.approver.public)
     label = factory.LazyAttribute(lambda key: f"{key.key_id}'s device")
+    confirmed_at = factory.LazyFunction(timezone.now)
 
 
 class ApprovalFactory(DjangoModelFactory):

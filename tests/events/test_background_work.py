@@ -38,8 +38,8 @@ def test_each_periodic_task_is_enqueued_once_per_slot(db, settings) -> None:
     later = enqueue_due(now=1_000_070.0)  # the next minute
 
     every_minute = [
-        "fold_receipt_rollups", "publish_transparency_epoch", "reclaim_tasks",
-        "sweep_approvals", "sweep_deliveries",
+        "escalate_approvals", "fold_receipt_rollups", "publish_transparency_epoch",
+        "reclaim_tasks", "sweep_approvals", "sweep_deliveries",
     ]  # fmt: skip
     hourly = ["prune_task_results", "prune_delivery_log", "prune_evidence_exports",
               "sweep_receipt_retention"]  # fmt: skip

@@ -51,6 +51,11 @@ def _outbound(
         return [("approval.decided", {"outcome": detail.get("status"), "reason": "votes"})]
     if kind == "expired":
         return [("approval.decided", {"outcome": detail.get("outcome"), "reason": "expired"})]
+    if kind == "reminded":
+        return [("approval.reminder", {})]
+    if kind == "escalated":
+        before = detail.get("minutes_before_expiry")
+        return [("approval.escalated", {"minutes_before_expiry": before})]
     if kind == "decided_locally":
         return [("approval.decided", {"outcome": "decided_locally", "reason": "decision_link"})]
     return []

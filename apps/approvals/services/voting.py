@@ -259,8 +259,8 @@ def _record_vote(
     *,
     via_link: str = "",
 ) -> None:
-    key = ApproverKey.objects.get(
-        org_id=locked.org_id, public_key=claims.approver_public_key, revoked_at__isnull=True
+    key = ApproverKey.objects.active().get(
+        org_id=locked.org_id, public_key=claims.approver_public_key
     )
     try:
         with transaction.atomic():

@@ -45,8 +45,9 @@ EMPTY_STATES = {
         "heso.cloud.push_receipt(suspended_receipt)",
     ),
     "approvals.approverkey": EmptyState(
-        "Approver keys are the Ed25519 keys whose signatures count as a human's approval.",
-        "manage.py register_approver_key <org> <public key>",
+        "Approver keys are the Ed25519 keys whose signatures count as a human's approval. "
+        "Each approver enrolls their own device at /approve/; confirm it here.",
+        "manage.py register_approver_key <org> <public key> --label <device>",
     ),
     "policy.policyversion": EmptyState(
         "A policy version is one deployed policy text; without one, every action goes to a human.",

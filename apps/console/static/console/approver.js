@@ -12,6 +12,13 @@
  * Every byte is built by receipt-core.js, the same code the verifier page runs. Exposed for
  * tests: window.mirrorApprover.{publicKey, tokenMessageHex, l1PayloadHex, quorumPayloadHex}.
  *
+ * On the devices page (/approve/, signed in) the member enrolls this browser's key: the
+ * server issues a one-time challenge, the key signs
+ *   "countersign-approver-enrollment/v1\0" || challenge || raw public key || org slug
+ * and the server registers the key, bound to the member, pending confirmation. The page also
+ * relabels and revokes the member's keys (a lost device: revoke it, or enroll its
+ * replacement, which revokes it in the same step).
+ *
  * The server sends the action only while the approval takes votes; a settled or expired one
  * is rendered as its outcome alone (approval.html). When a vote settles it, this page turns
  * into that same outcome view.
@@ -119,10 +126,11 @@
     return document.getElementById(id);
   }
 
-  // An approver key as people know it: "label (key_id) — public key", or the bare key.
+  // An approver as people know them: the person and device ("Alice Doe (work laptop)"),
+  // never the raw key (a key the org does not know is shown shortened).
   function keyName(publicKey) {
     const name = (state.page.key_names || {})[publicKey];
-    return name ? `${name} — ${publicKey}` : publicKey;
+    return name || `unknown key ${publicKey.slice(0, 10)}…`;
   }
 
   function fillRows(table, pairs) {
@@ -151,8 +159,6 @@
     if (key) {
       $("public-key").textContent = key.publicB64;
       $("key-created").textContent = key.createdAt;
-      $("register-command").textContent =
-        `python manage.py register_approver_key <org-slug> ${key.publicB64} --label "<your name>"`;
     }
     document.body.dataset.key = key ? "ready" : "missing";
     return key;
@@ -258,13 +264,14 @@
       ["workflow", page.workflow],
       ["expires at", page.expires_at],
       ["resolved at", page.resolved_at],
-      ["roster", page.roster.map(keyName).join("\n")],
+      ["roster", page.roster.length ? page.roster.map(keyName).join("\n") : "no eligible approver keys yet"],
     ]);
+    if ($("roster-rule")) $("roster-rule").textContent = page.roster_rule;
     const votes = $("votes");
     votes.replaceChildren();
     if (!page.votes.length) fillRows(votes, [["—", "nobody has voted yet"]]);
     for (const vote of page.votes) {
-      const label = keyName(vote.approver_public_key);
+      const label = vote.approver || keyName(vote.approver_public_key);
       const row = document.createElement("tr");
       const who = document.createElement("th");
       who.textContent = vote.decision;
@@ -284,6 +291,9 @@
     if (!state.content) reason = "The suspended content cannot be checked: voting is disabled.";
     else if (page.status !== "pending") reason = `This approval is ${page.status}.`;
     else if (!key) reason = "Create your approver key first.";
+    else if ((page.your_keys || {})[key.publicB64] === "pending")
+      reason = "This browser's key is enrolled but waits for an owner or manager to confirm it.";
+    else if ((page.your_keys || {})[key.publicB64] === "revoked") reason = "This browser's key is revoked.";
     else if (!page.roster.includes(key.publicB64)) reason = "Your key is not on this approval's roster.";
     else if (page.votes.some((v) => v.approver_public_key === key.publicB64)) reason = "You have already voted.";
     const enabled = reason === "" && !state.busy;
@@ -355,6 +365,102 @@
     }
   }
 
+  // --- The devices page ----------------------------------------------------------------------
+
+  function enrollmentMessage(challengeB64, publicB64, orgSlug) {
+    const parts = [
+      new TextEncoder().encode("countersign-approver-enrollment/v1\0"),
+      core.canonicalB64decode(challengeB64),
+      core.canonicalB64decode(publicB64),
+      new TextEncoder().encode(orgSlug),
+    ];
+    const message = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+    let offset = 0;
+    for (const part of parts) {
+      message.set(part, offset);
+      offset += part.length;
+    }
+    return message;
+  }
+
+  async function post(url, body, csrf) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+      body: JSON.stringify(body || {}),
+    });
+    const answer = await response.json();
+    if (!response.ok) throw new Error(`${response.status} ${answer.error}: ${answer.message}`);
+    return answer;
+  }
+
+  async function enroll(devices) {
+    const result = $("enroll-result");
+    $("enroll-key").disabled = true;
+    try {
+      const key = state.key || (await createKey());
+      state.key = await showKey();
+      const org = $("enroll-org").value;
+      const { challenge } = await post(devices.challenge_url, {}, devices.csrf_token);
+      const signature = await sign(key, enrollmentMessage(challenge, key.publicB64, org));
+      const body = {
+        org: org,
+        label: $("enroll-label").value,
+        public_key: key.publicB64,
+        signature: core.b64encode(signature),
+      };
+      if ($("enroll-replaces").value) body.replaces = Number($("enroll-replaces").value);
+      const enrolled = await post(devices.enroll_url, body, devices.csrf_token);
+      result.dataset.outcome = "enrolled";
+      result.textContent = `Enrolled as ${enrolled.key_id}: ${enrolled.state === "pending" ? "pending confirmation by an owner or manager" : enrolled.state}.`;
+      window.location.reload();
+    } catch (error) {
+      result.dataset.outcome = "refused";
+      result.textContent = `Could not enroll: ${error.message}`;
+      $("enroll-key").disabled = false;
+    }
+  }
+
+  function initDevices(devices) {
+    const mine = state.key ? state.key.publicB64 : null;
+    for (const row of document.querySelectorAll("#device-list tbody tr")) {
+      if (row.dataset.publicKey === mine) row.querySelector(".this-browser").hidden = false;
+      const id = row.dataset.key;
+      const save = row.querySelector(".save-label");
+      const revoke = row.querySelector(".revoke-key");
+      const report = (text, outcome) => {
+        $("device-result").textContent = text;
+        $("device-result").dataset.outcome = outcome;
+      };
+      if (save) {
+        save.addEventListener("click", async () => {
+          try {
+            await post(`${devices.enroll_url}/${id}/label`, { label: row.querySelector(".device-label").value }, devices.csrf_token);
+            report("Label saved.", "saved");
+          } catch (error) {
+            report(`Could not save the label: ${error.message}`, "refused");
+          }
+        });
+      }
+      if (revoke) {
+        revoke.addEventListener("click", async () => {
+          try {
+            await post(`${devices.enroll_url}/${id}/revoke`, {}, devices.csrf_token);
+            window.location.reload();
+          } catch (error) {
+            report(`Could not revoke: ${error.message}`, "refused");
+          }
+        });
+      }
+    }
+    const enrolled = mine !== null && devices.devices.some((d) => d.public_key === mine && d.state !== "revoked");
+    $("enroll-key").disabled = enrolled;
+    if (enrolled) $("enroll-result").textContent = "This browser's key is enrolled (see below).";
+    $("enroll-key").addEventListener("click", () => enroll(devices));
+    document.body.dataset.devices = "ready";
+  }
+
   async function init() {
     if ($("create-key")) {
       $("create-key").addEventListener("click", async () => {
@@ -369,6 +475,12 @@
       });
     }
     state.key = await showKey();
+    const devices = $("devices-data");
+    if (devices) {
+      const page = JSON.parse(devices.textContent);
+      if (page.signed_in) initDevices(page);
+      return;
+    }
     const data = $("approval-data");
     if (!data) return;
     state.page = JSON.parse(data.textContent);
