@@ -27,9 +27,8 @@ from django.http import HttpResponse
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from apps.api.serializers import raw_body_members
 from apps.common.errors import InvalidInput, InvalidJson
-from apps.common.json_body import read_json_bytes
+from apps.common.json_body import read_body_members, read_json_bytes
 from apps.receipts.verifier import DecodeError, JsonValue, object_members, parse_json
 
 
@@ -48,8 +47,7 @@ class FastInput(serializers.Serializer[Any]):
 
 def push_members(request: Request, input_class: type[FastInput]) -> dict[str, Any]:
     """The validated members of a push body that is a JSON object of members."""
-    body = read_json_bytes(request)
-    members = raw_body_members(body, shape=input_class.shape, raw=input_class.raw_members)
+    members = read_body_members(request, shape=input_class.shape, raw=input_class.raw_members)
     return fast_validated(input_class, members)
 
 

@@ -9,11 +9,9 @@ numbers are not coerced.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar
 
-from django.conf import settings
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
@@ -21,10 +19,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.api.openapi import HEX64, ref
-from apps.common.errors import InvalidInput, InvalidJson
-from apps.common.json_body import plain_member
+from apps.common.errors import InvalidInput
 from apps.common.timestamps import utc_text
-from apps.receipts.verifier import DecodeError, object_members, parse_json
 
 HASH_HELP = "64 lowercase hex"
 
@@ -105,33 +101,6 @@ class BaseOutputSerializer(serializers.Serializer[Any]):
             if data.get(name) in (None, ""):
                 data.pop(name, None)
         return data
-
-
-def raw_body_members(
-    body: bytes, *, shape: str = "", raw: Iterable[str] = (), allowed: Iterable[str] | None = None
-) -> dict[str, Any]:
-    """The members of a raw-read JSON object body, for an input serializer.
-
-    Parsed once by the receipt decoder's strict reader: the members named in ``raw`` (a
-    receipt, its content) are handed on exactly as parsed, every other member is held to
-    the plain-body rules; a repeated name, and with ``allowed`` an unknown one, is refused.
-    """
-    try:
-        parsed = parse_json(body, max_depth=settings.JSON_BODY_MAX_DEPTH)
-    except DecodeError as error:
-        raise InvalidJson(f"invalid JSON body: {error}") from error
-    pairs = object_members(parsed)
-    if pairs is None:
-        raise InvalidInput(f"the body must be a JSON object {shape}".rstrip())
-    names = [name for name, _ in pairs]
-    if len(names) != len(set(names)):
-        raise InvalidInput("the body repeats a member name")
-    if allowed is not None:
-        unknown = sorted(set(names) - set(allowed))
-        if unknown:
-            raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
-    kept = set(raw)
-    return {name: value if name in kept else plain_member(name, value) for name, value in pairs}
 
 
 class StrictCharField(serializers.CharField):

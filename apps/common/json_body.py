@@ -15,10 +15,13 @@ Every JSON body goes through ``read_json_bytes`` (transport) and ``apps.common.j
   repeated member name, no U+0000, integers within -2^63 to 2^64-1, other numbers finite.
 
 DRF-parsed routes get them through ``apps.api.parsers.StrictJsonParser``, the only parser
-in ``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``; routes that read the raw body (receipts,
-approval tokens, the console's vote endpoint) call ``read_json_bytes`` and parse with
-``parse_plain_json`` or, where a receipt travels, the verifier's ``parse_json`` (the same
-text rules; repeated names and NUL inside a receipt are the decoder's to judge, per receipt).
+in ``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``; routes that read the raw body call, by
+what it holds: ``read_body_members`` for an object whose members carry a receipt or a token
+(the key-scoped push, approval opening and votes: one exact reading, the receipt members
+handed on as parsed, the others held to the plain-body rules), ``read_json_bytes`` and the
+verifier's ``parse_json`` where the body is the receipt or a batch of them (repeated names
+and NUL inside a receipt are the decoder's to judge, per receipt), and ``read_json_bytes``
+with ``parse_json_body`` for a plain body (the console's vote endpoint).
 Refusals go through each profile's one error contract (``apps.api.keyscoped`` /
 ``apps.api.teampath``): ``ParseError`` and ``InvalidJson`` are key-scoped 422 and
 team-path 400 ``invalid_json``, ``PayloadTooLarge`` is 413 on both.
@@ -26,7 +29,7 @@ team-path 400 ``invalid_json``, ``PayloadTooLarge`` is 413 on both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -36,7 +39,7 @@ from apps.common.errors import InvalidInput, InvalidJson, PayloadTooLarge
 from apps.common.json_text import (
     JsonObject,
     JsonTextError,
-    JsonValue,
+    parse_json_text,
     parse_plain_json,
     plain_value,
 )
@@ -104,10 +107,47 @@ def parse_json_body(raw: bytes) -> Any:
         raise InvalidJson(f"invalid JSON body: {error}") from None
 
 
-def plain_member(name: str, value: JsonValue) -> Any:
-    """A member of a raw-read body that is not a receipt (``routingHint``, ``token``...) as
-    a plain value, under the plain-body rules; a refusal is ``InvalidInput``."""
+def raw_body_members(
+    body: bytes, *, shape: str = "", raw: Iterable[str] = (), allowed: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """The members of a raw-read JSON object body, for an input serializer.
+
+    Parsed once in the exact reading (``parse_json_text``, as the receipt decoder reads
+    it): the members named in ``raw`` (a receipt, its content) are handed on exactly as
+    parsed, every other member is held to the plain-body rules (``routingHint``,
+    ``token``...; a refusal is ``InvalidInput``); a repeated name, and with ``allowed`` an
+    unknown one, is refused.
+    """
     try:
-        return plain_value(JsonObject([(name, value)]), "$")[name]
+        parsed = parse_json_text(body, max_depth=settings.JSON_BODY_MAX_DEPTH)
+    except JsonTextError as error:
+        raise InvalidJson(f"invalid JSON body: {error}") from None
+    if not isinstance(parsed, JsonObject):
+        raise InvalidInput(f"the body must be a JSON object {shape}".rstrip())
+    names = [name for name, _ in parsed]
+    if len(names) != len(set(names)):
+        raise InvalidInput("the body repeats a member name")
+    if allowed is not None:
+        unknown = sorted(set(names) - set(allowed))
+        if unknown:
+            raise InvalidInput(f"unknown member(s): {', '.join(unknown)}")
+    kept = set(raw)
+    try:
+        plain = plain_value(JsonObject([pair for pair in parsed if pair[0] not in kept]))
     except JsonTextError as error:
         raise InvalidInput(str(error)) from None
+    return {name: value if name in kept else plain[name] for name, value in parsed}
+
+
+def read_body_members(
+    request: BodyRequest,
+    *,
+    shape: str = "",
+    raw: Iterable[str] = (),
+    allowed: Iterable[str] | None = None,
+    max_bytes: int | None = None,
+) -> dict[str, Any]:
+    """The members of a JSON object request body (``read_json_bytes``, then
+    ``raw_body_members``): what a raw-read route hands its input serializer."""
+    body = read_json_bytes(request, max_bytes=max_bytes)
+    return raw_body_members(body, shape=shape, raw=raw, allowed=allowed)

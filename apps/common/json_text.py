@@ -25,8 +25,9 @@ The service's JSON entry points, by purpose:
 * text from a client: ``parse_json_text`` (exact) and ``parse_plain_json`` (plain values),
   here;
 * a request body, on the HTTP floor: ``json_body.read_json_bytes`` (transport),
-  ``json_body.parse_json_body`` (a plain body), ``json_body.plain_member`` (one member of a
-  raw-read body) and DRF's ``json_body.StrictJsonParser``;
+  ``json_body.parse_json_body`` (a plain body), ``json_body.read_body_members`` (an object
+  body whose receipt members are read exactly and the others plainly) and DRF's
+  ``apps.api.parsers.StrictJsonParser``;
 * a receipt's text, in the verifier: ``apps.receipts.verifier.parse_json`` (the exact
   reading, with the verifier's ``DecodeError``);
 * text the service stored itself: ``apps.common.stored_json`` (``stored_value``,

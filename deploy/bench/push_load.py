@@ -40,6 +40,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 PY = sys.executable
+# Receipts sent before anything is measured, then ANALYZE (``warm_up``): enough that the
+# statistics show a table in use (a table analysed while nearly empty plans sequential
+# scans, which read the whole table once it grows).
+WARM_UP_RECEIPTS = 1000
 
 
 @dataclass
@@ -203,6 +207,33 @@ def push_requests(keys: list[str], count: int) -> list[bytes]:
     return out
 
 
+def analyze(owner_url: str) -> None:
+    """Give the planner the statistics autovacuum keeps on any deployment that has taken
+    receipts (as the table owner), and write out what that dirtied.
+
+    A freshly created database has none, and where autovacuum is off (as on the
+    development machine) it never gets any: the append's generic plans then read the
+    related entries through the index on the org alone, all of the org's entries on every
+    push or batch, and a connection plans with statistics-free estimates until its table
+    holds about 10,000 entries (docs/performance/receipts.md). An ``ANALYZE`` invalidates
+    the plans the workers cached, so they are planned anew at their next append."""
+    import psycopg
+
+    with psycopg.connect(owner_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        conn.execute("CHECKPOINT")
+
+
+def warm_up(port: int, owner_url: str, requests: list[bytes]) -> None:
+    """Send ``requests`` (each must be answered 2xx), then ``analyze``: what a deployment
+    that has taken receipts for a minute has, before anything is measured."""
+    for request in requests:
+        status, body = send(port, request)
+        if status not in (200, 201):
+            raise SystemExit(f"a warm-up request was refused: {status} {body[:300]!r}")
+    analyze(owner_url)
+
+
 def wait_ready(port: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -258,6 +289,7 @@ def main() -> None:
         if args.kill_worker:
             fault_test(args, env, server.pid, keys)
             return
+        warm_up(args.port, owner_url, push_requests(keys, WARM_UP_RECEIPTS))
         print(
             f"gunicorn sync workers={args.workers}, PostgreSQL, {args.rounds} rounds of "
             f"{args.seconds:g}s per target, interleaved; medians over the rounds"

@@ -19,9 +19,9 @@ from apps.api.serializers import (
     ReceiptField,
     Rfc3339Field,
     StrictCharField,
-    raw_body_members,
 )
 from apps.common.errors import InvalidInput, InvalidJson
+from apps.common.json_body import raw_body_members
 from apps.receipts.verifier import object_members, parse_json
 from apps.tenancy.models import Scope
 from apps.tenancy.services import api_key_issue

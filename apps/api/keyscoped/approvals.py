@@ -29,7 +29,6 @@ from apps.api.serializers import (
     JsonObjectField,
     RawJsonField,
     StrictCharField,
-    raw_body_members,
 )
 from apps.approvals.models import Approval, ApprovalStatus
 from apps.approvals.selectors import approval_get
@@ -40,7 +39,7 @@ from apps.approvals.services import (
     approver_key_register,
 )
 from apps.common.errors import InvalidInput
-from apps.common.json_body import read_json_bytes
+from apps.common.json_body import read_body_members
 from apps.receipts.verifier import (
     DecodeError,
     JsonValue,
@@ -298,7 +297,7 @@ class ApprovalSubmitTokenApi(KeyScopedSdkApi):
     )
     def post(self, request: Request, action_hash: str) -> Response:
         org = sdk_principal(request).org
-        members = raw_body_members(read_json_bytes(request), raw=["action_content"])
+        members = read_body_members(request, raw=["action_content"])
         data = self.InputSerializer(data=members)
         data.is_valid(raise_exception=True)
         approval = approval_vote(org=org, action_hash=action_hash, **data.validated_data)

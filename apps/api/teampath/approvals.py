@@ -37,7 +37,6 @@ from apps.api.serializers import (
     ReceiptField,
     Rfc3339Field,
     StrictCharField,
-    raw_body_members,
 )
 from apps.api.teampath.base import TeamPathApi
 from apps.approvals.content import is_suspended
@@ -53,7 +52,7 @@ from apps.approvals.services import (
     approval_vote_with_token,
     receipt_verify,
 )
-from apps.common.json_body import read_json_bytes
+from apps.common.json_body import read_body_members
 from apps.tenancy.models import Scope
 
 ROUTING_HINT_MAX_CHARS = 200
@@ -196,8 +195,8 @@ class ApprovalOpenApi(TeamPathApi):
     )
     def post(self, request: Request) -> Response:
         org = sdk_principal(request).org
-        members = raw_body_members(
-            read_json_bytes(request),
+        members = read_body_members(
+            request,
             shape="{receipt, routingHint?}",
             raw=["receipt"],
             allowed=["receipt", "routingHint"],
@@ -319,8 +318,8 @@ class ApprovalTokenSubmitApi(TeamPathApi):
     )
     def post(self, request: Request, approval_id: str) -> Response:
         org = sdk_principal(request).org
-        members = raw_body_members(
-            read_json_bytes(request, max_bytes=64 * 1024), shape="{token}", allowed=["token"]
+        members = read_body_members(
+            request, shape="{token}", allowed=["token"], max_bytes=64 * 1024
         )
         data = self.InputSerializer(data=members)
         data.is_valid(raise_exception=True)
