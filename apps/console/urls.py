@@ -5,7 +5,7 @@ from typing import Any
 from django.urls import path, reverse
 from django.views.generic import RedirectView
 
-from apps.console import views
+from apps.console import accounts, views
 
 
 class ApprovalQueueRedirect(RedirectView):
@@ -23,4 +23,5 @@ urlpatterns = [
     path("approve/", views.approver_key_page, name="console-approver-key"),
     path("approve/<str:ref>", views.approval_page, name="console-approval"),
     path("approve/<str:ref>/vote", views.approval_vote_endpoint, name="console-approval-vote"),
+    path("invitations/<str:token>", accounts.invitation_page, name="console-invitation"),
 ]

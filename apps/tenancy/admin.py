@@ -6,7 +6,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.db.models import QuerySet
 from django.http import (
     HttpRequest,
@@ -15,6 +14,7 @@ from django.http import (
 )
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from unfold.widgets import UnfoldAdminCheckboxSelectMultipleWidget, UnfoldAdminTextInputWidget
 
 from apps.common.errors import DomainError
@@ -23,6 +23,7 @@ from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import (
     DEFAULT_SCOPES,
     ApiKey,
+    Invitation,
     Membership,
     OrgAuditEvent,
     Scope,
@@ -32,6 +33,9 @@ from apps.tenancy.services import (
     api_key_issue,
     api_key_revoke,
     api_key_rotate,
+    invitation_create,
+    invitation_resend,
+    invitation_revoke,
     membership_add,
     membership_remove,
 )
@@ -154,14 +158,16 @@ class ApiKeyAdmin(OrgScopedAdmin[ApiKey]):
     # Keys are revoked, never deleted: receipts keep a reference to the key that pushed them.
 
 
-class MembershipForm(forms.ModelForm[Membership]):
-    username = forms.CharField(
-        max_length=150,
-        validators=[UnicodeUsernameValidator()],
+class MembershipInviteForm(forms.ModelForm[Membership]):
+    """Adding a member sends an invitation: the person sets their own password (or signs in
+    with the org's single sign-on) by following its link."""
+
+    email = forms.EmailField(
+        max_length=254,
         widget=UnfoldAdminTextInputWidget,
         help_text=(
-            "A new account is created. An existing account joins by invitation "
-            "(for now, a superuser adds it)."
+            "An invitation is emailed to this address. The person becomes a member when they "
+            "accept it, setting their own password or signing in with single sign-on."
         ),
     )
 
@@ -184,11 +190,11 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
         **kwargs: Any,
     ) -> type[forms.ModelForm[Membership]]:
         if obj is None:
-            kwargs["form"] = MembershipForm
+            kwargs["form"] = MembershipInviteForm
         return super().get_form(request, obj, change, **kwargs)
 
     def get_fields(self, request: HttpRequest, obj: Membership | None = None) -> tuple[str, ...]:
-        return ("org", "username", "role") if obj is None else ("user", "org", "role")
+        return ("org", "email", "role") if obj is None else ("user", "org", "role")
 
     def get_readonly_fields(
         self, request: HttpRequest, obj: Membership | None = None
@@ -196,13 +202,37 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
         return () if obj is None else ("user", "org")
 
     def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
-        # Added or changed, one service and its one rule (roles above the user's own, the
-        # last owner); a refusal is shown on the form's page (OrgScopedAdmin).
-        username = form.cleaned_data.get("username") or obj.user.get_username()
+        # A refusal is shown on the form's page (OrgScopedAdmin). Adding invites; a role
+        # change goes through the membership service and its one rule (roles above the
+        # user's own, the last owner).
+        actor = Actor.console(request.user)
+        if not change:
+            request._invitation = invitation_create(  # type: ignore[attr-defined]
+                org=obj.org, email=form.cleaned_data["email"], role=obj.role, actor=actor
+            )
+            return
         saved = membership_add(
-            org=obj.org, username=username, role=obj.role, actor=Actor.console(request.user)
+            org=obj.org, username=obj.user.get_username(), role=obj.role, actor=actor
         )
         obj.pk, obj.user = saved.pk, saved.user
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        # What was added is the invitation (the membership exists once it is accepted).
+        return super().log_addition(request, getattr(request, "_invitation", obj), message)
+
+    def response_add(
+        self, request: HttpRequest, obj: Membership, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        invitation: Invitation = request._invitation  # type: ignore[attr-defined]
+        self.message_user(
+            request,
+            f"Invitation sent to {invitation.email} to join {invitation.org} as "
+            f"{invitation.role}. They become a member when they accept it (the link works "
+            f"until {invitation.expires_at:%Y-%m-%d %H:%M} UTC); send it again or revoke it "
+            "under Invitations.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(reverse("admin:tenancy_invitation_changelist"))
 
     # Removal: one membership at a time, through the service (its rule, and the member's
     # session tokens end). The bulk delete action would log deletions before refusing.
@@ -230,6 +260,54 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
             return HttpResponseRedirect(
                 reverse("admin:tenancy_membership_change", args=[object_id])
             )
+
+
+@admin.register(Invitation)
+class InvitationAdmin(OrgScopedAdmin[Invitation]):
+    """Invitations are sent from "Memberships → add" (or the API, or invite_member), then
+    sent again or revoked here; nobody edits one."""
+
+    list_display = ["email", "org", "role", "status_shown", "inviter", "sent_at", "expires_at"]
+    list_filter = [OrgFilter, "role"]
+    search_fields = ["email", "org__slug"]
+    readonly_fields = ["org", "email", "role", "status_shown", "inviter", "created_at",
+                       "sent_at", "sent_count", "expires_at", "accepted_at", "accepted_by",
+                       "revoked_at"]  # fmt: skip
+    fields = tuple(readonly_fields)
+    actions = ["resend_selected", "revoke_selected"]
+
+    @admin.display(description="Status")
+    def status_shown(self, obj: Invitation) -> str:
+        return str(obj.status_at(timezone.now()).label)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # "Memberships → add" invites
+
+    def has_change_permission(self, request: HttpRequest, obj: Invitation | None = None) -> bool:
+        # Only the actions write (each through its service); the list needs this for them.
+        return obj is None and super().has_change_permission(request, obj)
+
+    def _each(
+        self, request: HttpRequest, queryset: QuerySet[Invitation], act: Any, done: str
+    ) -> None:
+        count = 0
+        for invitation in queryset.select_related("org"):
+            try:
+                act(org=invitation.org, invitation_id=invitation.pk,
+                    actor=Actor.console(request.user))  # fmt: skip
+            except DomainError as refusal:
+                messages.error(request, f"{invitation.email}: {refusal.message}")
+                continue
+            count += 1
+        self.message_user(request, f"{done} {count} invitation(s).", messages.SUCCESS)
+
+    @admin.action(description="Send selected invitations again (new link, new expiry)")
+    def resend_selected(self, request: HttpRequest, queryset: QuerySet[Invitation]) -> None:
+        self._each(request, queryset, invitation_resend, "Sent again")
+
+    @admin.action(description="Revoke selected invitations")
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[Invitation]) -> None:
+        self._each(request, queryset, invitation_revoke, "Revoked")
 
 
 @admin.register(OrgAuditEvent)

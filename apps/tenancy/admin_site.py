@@ -36,6 +36,8 @@ JOBS: list[tuple[str, list[tuple[str, str]]]] = [
                 ("policy.policydeployment", "Deployments")]),
     ("Keys and members", [("tenancy.apikey", "API keys"),
                           ("tenancy.membership", "Memberships"),
+                          ("tenancy.invitation", "Invitations"),
+                          ("tenancy.ssoconfig", "Single sign-on"),
                           ("tenancy.orgauditevent", "Org audit trail"),
                           ("tenancy.org", "Orgs")]),
     ("Notifications", [("events.webhookendpoint", "Webhook endpoints"),

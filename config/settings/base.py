@@ -417,6 +417,8 @@ EVENTS_ENABLED = env_bool("EVENTS_ENABLED", True)
 EVENTS_SUBSCRIBER_CACHE_SECONDS = env_int("EVENTS_SUBSCRIBER_CACHE_SECONDS", 5)
 # The console's public address, for links in events and emails (the approval's signing page).
 PUBLIC_BASE_URL = (env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
+# Invitations to join an org: hours an invitation link works (sending it again starts anew).
+INVITATION_TTL_HOURS = env_int("INVITATION_TTL_HOURS", 72, minimum=1, maximum=720)
 # Webhook delivery: the deadline of a whole attempt, the most response bytes read, retries with
 # exponential backoff (base * 4^(n-1), capped, with jitter) until the retry window is over,
 # and the run of failed attempts after which an endpoint is disabled.

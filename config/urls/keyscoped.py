@@ -28,6 +28,12 @@ from apps.api.keyscoped.exports import (
     EvidenceExportJobApi,
     EvidenceExportRequestApi,
 )
+from apps.api.keyscoped.members import (
+    InvitationDetailApi,
+    InvitationListApi,
+    InvitationResendApi,
+    InvitationRevokeApi,
+)
 from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.api.schema_views import schema_urlpatterns
@@ -101,6 +107,18 @@ urlpatterns = [
         name="webhook-redeliver",
     ),
     path("v1/notifications/email", EmailSubscriptionsApi.as_view(), name="email-subscriptions"),
+    path("v1/invitations", InvitationListApi.as_view(), name="invitations"),
+    path("v1/invitations/<str:invitation_id>", InvitationDetailApi.as_view(), name="invitation"),
+    path(
+        "v1/invitations/<str:invitation_id>/resend",
+        InvitationResendApi.as_view(),
+        name="invitation-resend",
+    ),
+    path(
+        "v1/invitations/<str:invitation_id>/revoke",
+        InvitationRevokeApi.as_view(),
+        name="invitation-revoke",
+    ),
     path("v1/console/token", ConsoleTokenObtainApi.as_view(), name="console-token"),
     path(
         "v1/console/token/refresh", ConsoleTokenRefreshApi.as_view(), name="console-token-refresh"
