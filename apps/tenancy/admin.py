@@ -26,7 +26,9 @@ from apps.tenancy.models import (
     Invitation,
     Membership,
     OrgAuditEvent,
+    Role,
     Scope,
+    SsoConfig,
 )
 from apps.tenancy.services import (
     IssuedKey,
@@ -39,6 +41,7 @@ from apps.tenancy.services import (
     membership_add,
     membership_remove,
 )
+from apps.tenancy.services.sso import sso_configure
 
 
 class ApiKeyIssueForm(forms.ModelForm[ApiKey]):
@@ -308,6 +311,93 @@ class InvitationAdmin(OrgScopedAdmin[Invitation]):
     @admin.action(description="Revoke selected invitations")
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[Invitation]) -> None:
         self._each(request, queryset, invitation_revoke, "Revoked")
+
+
+class SsoConfigForm(forms.ModelForm[SsoConfig]):
+    """The org's provider, the domains it vouches for, and a group per role (one field per
+    role, so a role added to the ordering gets its field)."""
+
+    # Not the model's field name: a form left empty must not blank the stored secret.
+    new_client_secret = forms.CharField(
+        label="Client secret",
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Leave empty to keep the stored one.",
+    )
+    issuer = forms.URLField(max_length=500, assume_scheme="https")
+    domains = forms.CharField(
+        label="Allowed email domains",
+        widget=UnfoldAdminTextInputWidget,
+        help_text="Comma-separated, e.g. example.com, example.org. Anyone else is refused.",
+    )
+
+    class Meta:
+        model = SsoConfig
+        fields = ["org", "enabled", "issuer", "client_id", "scopes", "groups_claim",
+                  "default_role"]  # fmt: skip
+        help_texts = {
+            "issuer": "The provider's issuer URL (its /.well-known/openid-configuration is "
+            "read). Register this console's /sso/callback as the redirect URI there.",
+            "groups_claim": "The claim that lists the person's groups.",
+            "default_role": "The role of someone in none of the groups below; empty: refused.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            for role, group in self.instance.role_groups.items():
+                self.initial[f"group_{role}"] = group
+            self.fields["domains"].initial = ", ".join(self.instance.allowed_domains)
+        else:
+            self.fields["new_client_secret"].required = True
+
+
+# One group field per role, declared on the form class (the admin checks its fields there).
+for _role in Role:
+    _field = forms.CharField(
+        label=f"Group for {_role.label.lower()}", required=False,
+        widget=UnfoldAdminTextInputWidget,
+    )  # fmt: skip
+    SsoConfigForm.declared_fields[f"group_{_role.value}"] = _field
+    SsoConfigForm.base_fields[f"group_{_role.value}"] = _field
+
+
+@admin.register(SsoConfig)
+class SsoConfigAdmin(OrgScopedAdmin[SsoConfig]):
+    """Single sign-on per org: owners set it (sso_configure), whoever reads the org sees it
+    without its secret."""
+
+    form = SsoConfigForm
+    write_role = Role.OWNER
+    list_display = ["org", "issuer", "client_id", "enabled", "updated_at"]
+    list_filter = [OrgFilter, "enabled"]
+
+    def get_fields(self, request: HttpRequest, obj: SsoConfig | None = None) -> list[Any]:
+        groups = [f"group_{role.value}" for role in Role]
+        fields = ["org", "enabled", "issuer", "client_id", "new_client_secret", "scopes", "domains",
+                  "groups_claim", *groups, "default_role"]  # fmt: skip
+        return fields if self.has_change_permission(request, obj) else [
+            "org", "enabled", "issuer", "client_id", "scopes", "allowed_domains",
+            "groups_claim", "role_groups", "default_role",
+        ]  # fmt: skip
+
+    def get_readonly_fields(self, request: HttpRequest, obj: SsoConfig | None = None) -> Any:
+        if obj is not None and not self.has_change_permission(request, obj):
+            return self.get_fields(request, obj)
+        return ("org",) if obj is not None else ()
+
+    def save_model(self, request: HttpRequest, obj: SsoConfig, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        saved = sso_configure(
+            org=obj.org, issuer=data["issuer"], client_id=data["client_id"],
+            client_secret=data["new_client_secret"] or obj.client_secret,
+            allowed_domains=data["domains"].split(","), groups_claim=data["groups_claim"],
+            role_groups={role.value: data[f"group_{role.value}"].strip() for role in Role
+                         if data[f"group_{role.value}"].strip()},
+            default_role=data["default_role"], scopes=data["scopes"], enabled=data["enabled"],
+            actor=Actor.console(request.user),
+        )  # fmt: skip
+        obj.pk = saved.pk
 
 
 @admin.register(OrgAuditEvent)

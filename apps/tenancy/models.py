@@ -255,6 +255,8 @@ class SsoConfig(models.Model):
     client_id = models.CharField(max_length=255)
     # Needed in clear to authenticate to the provider's token endpoint.
     client_secret = models.CharField(max_length=255)
+    # Asked of the provider; some (Okta) put groups in the claims only for a "groups" scope.
+    scopes = models.CharField(max_length=200, default="openid email profile")
     allowed_domains = models.JSONField(default=list)
     groups_claim = models.CharField(max_length=100, default="groups")
     role_groups = models.JSONField(default=dict, blank=True)

@@ -417,6 +417,27 @@ EVENTS_ENABLED = env_bool("EVENTS_ENABLED", True)
 EVENTS_SUBSCRIBER_CACHE_SECONDS = env_int("EVENTS_SUBSCRIBER_CACHE_SECONDS", 5)
 # The console's public address, for links in events and emails (the approval's signing page).
 PUBLIC_BASE_URL = (env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
+# Single sign-on to the console (OpenID Connect, each org its own provider: the console's
+# Single sign-on page). Plain-http issuers are refused unless allowed (development only);
+# a provider's answers are awaited at most SSO_TIMEOUT_SECONDS; ID token times are read
+# with SSO_CLOCK_SKEW_SECONDS of leeway.
+SSO_ALLOW_HTTP_ISSUERS = env_bool("SSO_ALLOW_HTTP_ISSUERS", False)
+SSO_TIMEOUT_SECONDS = env_int("SSO_TIMEOUT_SECONDS", 10, minimum=1, maximum=60)
+SSO_CLOCK_SKEW_SECONDS = env_int("SSO_CLOCK_SKEW_SECONDS", 30, minimum=0, maximum=300)
+# mozilla-django-oidc's settings (the provider itself is the org's, not set here): the
+# authorization code flow with PKCE and a nonce, RS256 ID tokens, the callback route.
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "apps.tenancy.sso.OrgOidcBackend",
+]
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_AUTHENTICATION_CALLBACK_URL = "console-sso-callback"
+OIDC_RP_SCOPES = "openid email profile"
+OIDC_TIMEOUT = SSO_TIMEOUT_SECONDS
+OIDC_STORE_ACCESS_TOKEN = False
+OIDC_STORE_ID_TOKEN = False
 # Invitations to join an org: hours an invitation link works (sending it again starts anew).
 INVITATION_TTL_HOURS = env_int("INVITATION_TTL_HOURS", 72, minimum=1, maximum=720)
 # Webhook delivery: the deadline of a whole attempt, the most response bytes read, retries with
