@@ -8,7 +8,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -47,6 +47,8 @@ class SsoStartView(OIDCAuthenticationRequestView):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         key = request.GET.get("org", "")
+        if not key.strip():
+            return HttpResponseRedirect(reverse("console-sso"))  # the page that asks
         org = sso_org(key)
         if org is None:
             return _refused(
@@ -77,6 +79,8 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         state = request.GET.get("state", "")
+        if not state:
+            return HttpResponseRedirect(reverse("console-sso"))  # nothing to finish: start
         pending = dict(request.session.get(PENDING, {}))
         started = pending.pop(state, None)
         request.session[PENDING] = pending

@@ -97,7 +97,7 @@ def invitation_email(invitation: Invitation) -> tuple[str, str]:
     org = invitation.org
     who = f"{invitation.inviter} invited you" if invitation.inviter else "You are invited"
     subject = f"[{org.name}] {who} to join as {invitation.role}"
-    expires = invitation.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+    expires = invitation.link_expires_at.strftime("%Y-%m-%d %H:%M UTC")
     body = (
         f"{who} to the console of {org.name} as {invitation.role}.\n\n"
         f"Accept the invitation: {invitation_link(invitation)}\n\n"

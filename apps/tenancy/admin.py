@@ -27,6 +27,7 @@ from apps.tenancy.models import (
     Membership,
     OrgAuditEvent,
     Role,
+    ScimToken,
     Scope,
     SsoConfig,
 )
@@ -41,6 +42,7 @@ from apps.tenancy.services import (
     membership_add,
     membership_remove,
 )
+from apps.tenancy.services.scim import scim_token_issue, scim_token_revoke
 from apps.tenancy.services.sso import sso_configure
 
 
@@ -231,7 +233,7 @@ class MembershipAdmin(OrgScopedAdmin[Membership]):
             request,
             f"Invitation sent to {invitation.email} to join {invitation.org} as "
             f"{invitation.role}. They become a member when they accept it (the link works "
-            f"until {invitation.expires_at:%Y-%m-%d %H:%M} UTC); send it again or revoke it "
+            f"until {invitation.link_expires_at:%Y-%m-%d %H:%M} UTC); send it again or revoke it "
             "under Invitations.",
             messages.SUCCESS,
         )
@@ -270,11 +272,11 @@ class InvitationAdmin(OrgScopedAdmin[Invitation]):
     """Invitations are sent from "Memberships → add" (or the API, or invite_member), then
     sent again or revoked here; nobody edits one."""
 
-    list_display = ["email", "org", "role", "status_shown", "inviter", "sent_at", "expires_at"]
+    list_display = ["email", "org", "role", "status_shown", "inviter", "sent_at", "link_expires_at"]
     list_filter = [OrgFilter, "role"]
     search_fields = ["email", "org__slug"]
     readonly_fields = ["org", "email", "role", "status_shown", "inviter", "created_at",
-                       "sent_at", "sent_count", "expires_at", "accepted_at", "accepted_by",
+                       "sent_at", "sent_count", "link_expires_at", "accepted_at", "accepted_by",
                        "revoked_at"]  # fmt: skip
     fields = tuple(readonly_fields)
     actions = ["resend_selected", "revoke_selected"]
@@ -398,6 +400,46 @@ class SsoConfigAdmin(OrgScopedAdmin[SsoConfig]):
             actor=Actor.console(request.user),
         )  # fmt: skip
         obj.pk = saved.pk
+
+
+@admin.register(ScimToken)
+class ScimTokenAdmin(OrgScopedAdmin[ScimToken]):
+    """Provisioning (SCIM) tokens: owners issue them (the secret shown once) and revoke them."""
+
+    write_role = Role.OWNER
+    list_display = ["prefix", "org", "label", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [OrgFilter, "revoked_at"]
+    fields = ("org", "label")
+    actions = ["revoke_selected"]
+
+    def has_change_permission(self, request: HttpRequest, obj: ScimToken | None = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: ScimToken, form: Any, change: bool) -> None:
+        issued = scim_token_issue(org=obj.org, label=obj.label, actor=Actor.console(request.user))
+        obj.pk, obj.prefix = issued.token.pk, issued.token.prefix
+        request._scim_issued = issued  # type: ignore[attr-defined]
+
+    def response_add(
+        self, request: HttpRequest, obj: ScimToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        # The secret in this response only: never in a message, never stored.
+        issued = request._scim_issued  # type: ignore[attr-defined]
+        context = {
+            **self.admin_site.each_context(request), "title": "Provisioning token issued",
+            "opts": self.model._meta, "token": issued.token, "secret": issued.secret,
+            "base_url": request.build_absolute_uri("/scim/v2"),
+        }  # fmt: skip
+        response = TemplateResponse(request, "admin/tenancy/scimtoken/secret_once.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description="Revoke selected provisioning tokens")
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ScimToken]) -> None:
+        for token in queryset.select_related("org"):
+            scim_token_revoke(org=token.org, prefix=token.prefix,
+                              actor=Actor.console(request.user))  # fmt: skip
+        self.message_user(request, "Revoked.", messages.SUCCESS)
 
 
 @admin.register(OrgAuditEvent)

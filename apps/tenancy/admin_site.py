@@ -38,6 +38,7 @@ JOBS: list[tuple[str, list[tuple[str, str]]]] = [
                           ("tenancy.membership", "Memberships"),
                           ("tenancy.invitation", "Invitations"),
                           ("tenancy.ssoconfig", "Single sign-on"),
+                          ("tenancy.scimtoken", "Provisioning (SCIM) tokens"),
                           ("tenancy.orgauditevent", "Org audit trail"),
                           ("tenancy.org", "Orgs")]),
     ("Notifications", [("events.webhookendpoint", "Webhook endpoints"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from django.conf import settings
@@ -182,6 +183,10 @@ class AuditKind(models.TextChoices):
     SSO_CONFIGURED = "sso.configured", "Single sign-on configured"
     SSO_SIGNED_IN = "sso.signed_in", "Signed in with single sign-on"
     SSO_REFUSED = "sso.refused", "Single sign-on refused"
+    SCIM_TOKEN_ISSUED = "scim_token.issued", "Provisioning (SCIM) token issued"
+    SCIM_TOKEN_REVOKED = "scim_token.revoked", "Provisioning (SCIM) token revoked"
+    MEMBER_PROVISIONED = "member.provisioned", "Member provisioned (SCIM)"
+    MEMBER_DEPROVISIONED = "member.deprovisioned", "Member deprovisioned"
 
 
 class InvitationStatus(models.TextChoices):
@@ -191,13 +196,19 @@ class InvitationStatus(models.TextChoices):
     EXPIRED = "expired", "Expired"
 
 
+class InvitationQuerySet(models.QuerySet["Invitation"]):
+    def pending_at(self, now: datetime) -> InvitationQuerySet:
+        """The invitations whose link works at ``now`` (as :meth:`Invitation.status_at`)."""
+        return self.filter(accepted_at=None, revoked_at=None, link_expires_at__gt=now)
+
+
 class Invitation(models.Model):
     """An invitation to join ``org`` with ``role``, sent by email to ``email``.
 
     Its link carries the row's id and ``nonce``, signed with the service's secret key
     (``apps.tenancy.services.invitations``): nothing secret is stored that would let a reader
     of the database forge one. Sending it again draws a new nonce, so only the latest link
-    works; accepting or revoking it ends the link for good, and so does ``expires_at``.
+    works; accepting or revoking it ends the link for good, and so does ``link_expires_at``.
     """
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="invitations")
@@ -212,13 +223,15 @@ class Invitation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField()
     sent_count = models.PositiveIntegerField(default=1)
-    expires_at = models.DateTimeField()
+    link_expires_at = models.DateTimeField()
     accepted_at = models.DateTimeField(null=True, blank=True)
     accepted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
         related_name="+",
     )  # fmt: skip
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = InvitationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -233,7 +246,7 @@ class Invitation(models.Model):
             return InvitationStatus.ACCEPTED
         if self.revoked_at is not None:
             return InvitationStatus.REVOKED
-        if now >= self.expires_at:
+        if now >= self.link_expires_at:
             return InvitationStatus.EXPIRED
         return InvitationStatus.PENDING
 
@@ -290,6 +303,86 @@ class SsoIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer} in org {self.org_id}"
+
+
+class ScimToken(models.Model):
+    """An org's bearer token for SCIM 2.0 provisioning (its identity provider holds it).
+    As API keys: the prefix finds the row, the digest (HMAC-SHA256 under
+    ``API_KEY_DIGEST_SECRET``) is compared in constant time, the secret is never stored."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    label = models.CharField(max_length=200, blank=True, default="")
+    prefix = models.CharField(max_length=32, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "provisioning (SCIM) token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.label or 'no label'})"
+
+
+class ScimUser(models.Model):
+    """A person the org's identity provider provisions (a SCIM User), and their account."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    scim_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    user_name = models.CharField(max_length=254)
+    given_name = models.CharField(max_length=150, blank=True, default="")
+    family_name = models.CharField(max_length=150, blank=True, default="")
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "user_name"], name="scim_user_one_name"),
+            models.UniqueConstraint(fields=["org", "user"], name="scim_user_one_account"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_name} provisioned in org {self.org_id}"
+
+
+class ScimGroup(models.Model):
+    """A group the org's identity provider provisions (a SCIM Group): its members get the
+    role the group's name maps to (single sign-on's group per role, else the role's name)."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    scim_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    display_name = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "display_name"], name="scim_group_one_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.display_name} provisioned in org {self.org_id}"
+
+
+class ScimGroupMember(models.Model):
+    """A provisioned person in a provisioned group (with the org, for row-level security)."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    group = models.ForeignKey(ScimGroup, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(ScimUser, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "user"], name="scim_group_member_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"person {self.user_id} in group {self.group_id}"
 
 
 class OrgAuditEvent(models.Model):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import django_stubs_ext
 from django.templatetags.static import static
@@ -438,6 +439,31 @@ OIDC_RP_SCOPES = "openid email profile"
 OIDC_TIMEOUT = SSO_TIMEOUT_SECONDS
 OIDC_STORE_ACCESS_TOKEN = False
 OIDC_STORE_ID_TOKEN = False
+# SCIM 2.0 provisioning (django-scim2) at /scim/v2/, each org with its own bearer token:
+# resources are located under PUBLIC_BASE_URL.
+_PUBLIC = urlsplit(PUBLIC_BASE_URL)
+SCIM_SERVICE_PROVIDER = {
+    "SCHEME": _PUBLIC.scheme or "https",
+    "NETLOC": _PUBLIC.netloc or "localhost",
+    "AUTHENTICATION_SCHEMES": [
+        {
+            "type": "oauthbearertoken",
+            "name": "Bearer token",
+            "description": "The org's SCIM token (console: Keys and members → SCIM tokens)",
+            "primary": True,
+        }
+    ],
+    "USER_MODEL_GETTER": "apps.api.scim.adapters.scim_user_model",
+    "USER_ADAPTER": "apps.api.scim.adapters.ScimUserAdapter",
+    "GROUP_MODEL": "apps.tenancy.models.ScimGroup",
+    "GROUP_ADAPTER": "apps.api.scim.adapters.ScimGroupAdapter",
+    "USER_FILTER_PARSER": "apps.api.scim.filters.ScimUserFilterQuery",
+    "GROUP_FILTER_PARSER": "apps.api.scim.filters.ScimGroupFilterQuery",
+    "GET_EXTRA_MODEL_FILTER_KWARGS_GETTER": "apps.api.scim.adapters.org_filter_kwargs_getter",
+    "GET_IS_AUTHENTICATED_PREDICATE": "apps.api.scim.auth.is_scim_client",
+    "AUTH_CHECK_MIDDLEWARE": "apps.api.scim.auth.ScimTokenCheck",
+    "WWW_AUTHENTICATE_HEADER": 'Bearer realm="scim"',
+}
 # Invitations to join an org: hours an invitation link works (sending it again starts anew).
 INVITATION_TTL_HOURS = env_int("INVITATION_TTL_HOURS", 72, minimum=1, maximum=720)
 # Webhook delivery: the deadline of a whole attempt, the most response bytes read, retries with

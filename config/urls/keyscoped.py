@@ -37,6 +37,7 @@ from apps.api.keyscoped.members import (
 from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.api.schema_views import schema_urlpatterns
+from apps.api.scim.urls import urlpatterns as scim_urlpatterns
 from apps.api.transparency_urls import log_urlpatterns
 from apps.common.metrics import metrics_view
 from apps.console.urls import urlpatterns as console_urlpatterns
@@ -49,6 +50,7 @@ urlpatterns = [
     path("readyz", ReadyzApi.as_view(), name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     *console_urlpatterns,
+    *scim_urlpatterns,
     *schema_urlpatterns("keyscoped"),
     path("v1/receipts", ReceiptPushApi.as_view(), name="receipt-push"),
     path("v1/policy/pull", PolicyPullApi.as_view(), name="policy-pull"),

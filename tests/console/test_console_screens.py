@@ -36,7 +36,8 @@ from apps.policy.models import PolicyVersion
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import Plan, Role
-from apps.tenancy.services import membership_add, org_create
+from apps.tenancy.services import invitation_create, membership_add, org_create
+from apps.tenancy.services.invitations import invitation_token
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.events.conftest import Receiver, work
 from tests.events.conftest import receiver as receiver  # the real local webhook receiver
@@ -259,7 +260,7 @@ def console_screens(extra: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield pattern.name, reverse(f"admin:{pattern.name}", args=args) + query
     for pattern in console_urls.urlpatterns:
         assert isinstance(pattern, URLPattern)
-        args = [extra["approval_id"]] * _arguments(pattern)
+        args = [extra.get(str(pattern.name), extra["approval_id"])] * _arguments(pattern)
         yield f"console {pattern.name}", reverse(pattern.name, args=args)
 
 
@@ -287,7 +288,9 @@ def test_every_console_screen_fits_1366_px_with_visible_fields(
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    extra = {"old": versions[0], "new": versions[-1], "approval_id": console.pending.approval_id}
+    invited = invitation_create(org=console.demo.org, email="new@example.com", role="viewer")
+    extra = {"old": versions[0], "new": versions[-1], "approval_id": console.pending.approval_id,
+             "console-invitation": invitation_token(invited)}  # fmt: skip
     # The receipts the issue names, beside each model's first object.
     screens = [
         *console_screens(extra),

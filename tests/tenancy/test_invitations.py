@@ -101,7 +101,7 @@ def test_a_demoted_inviter_no_longer_grants_the_invited_role(cast):
 def test_sending_again_ends_the_previous_link_and_revives_an_expired_one(cast):
     invitation = invitation_create(org=cast.acme, email="f@x.example", role="viewer")
     first = link_sent_to("f@x.example")
-    Invitation.objects.filter(pk=invitation.pk).update(expires_at=timezone.now())
+    Invitation.objects.filter(pk=invitation.pk).update(link_expires_at=timezone.now())
     with pytest.raises(InvitationClosed, match="expired"):
         invitation_open(token_of(first))
     invitation_resend(org=cast.acme, invitation_id=invitation.pk, actor=console("acme-manager"))
@@ -193,7 +193,7 @@ def test_invite_member_prints_the_link_as_its_last_line(cast):
     assert "/invitations/" in link
     with pytest.raises(CommandError, match="pending invitation"):
         call_command("invite_member", "acme", "k@x.example", "--role", "viewer", stdout=StringIO())
-    assert invitation.expires_at - invitation.sent_at == timedelta(hours=72)
+    assert invitation.link_expires_at - invitation.sent_at == timedelta(hours=72)
 
 
 def test_roles_are_compared_through_the_ordering_helper():

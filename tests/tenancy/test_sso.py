@@ -181,6 +181,8 @@ def test_an_account_of_another_org_is_never_taken_over(cast, provider):
     accounts.create_user("erin-globex", email="erin@acme.example", password="pw", is_staff=True)
     Membership.objects.create(org=cast.globex, user=accounts.get(username="erin-globex"),
                               role="owner")  # fmt: skip
+    # Invited to acme too: still another org's member (seen whatever the request's org).
+    invitation_create(org=cast.acme, email="erin@acme.example", role="viewer")
     answer = sign_in(provider, "erin")
     assert answer.status_code == HTTPStatus.FORBIDDEN
     assert "may not take over" in answer.text

@@ -44,7 +44,7 @@ class InvitationSerializer(serializers.Serializer[Invitation]):
     inviter = serializers.CharField(help_text="Who invited, in words (a username).")
     sent_at = Rfc3339Field()
     sent_count = serializers.IntegerField()
-    expires_at = Rfc3339Field()
+    expires_at = Rfc3339Field(source="link_expires_at")
     accepted_at = Rfc3339Field(allow_null=True)
     revoked_at = Rfc3339Field(allow_null=True)
 

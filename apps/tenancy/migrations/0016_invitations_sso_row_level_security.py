@@ -32,7 +32,7 @@ $$
 
 
 class Migration(migrations.Migration):
-    dependencies = [("tenancy", "0015_invitations_sso")]
+    dependencies = [("tenancy", "0015_invitations_sso_scim")]
 
     operations = [
         org_rls("tenancy_invitation"),

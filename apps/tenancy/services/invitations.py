@@ -111,9 +111,7 @@ def invitation_create(*, org: Org, email: str, role: str, actor: Actor = OPERATO
         _check_inviter(org=org, role=Role(role), actor=actor)
         if _is_member(org=org, email=email):
             raise InvitationConflict(f"{email} is already a member of {org}")
-        waiting = Invitation.objects.filter(
-            org=org, email__iexact=email, accepted_at=None, revoked_at=None, expires_at__gt=now
-        )
+        waiting = Invitation.objects.pending_at(now).filter(org=org, email__iexact=email)
         if waiting.exists():
             raise InvitationConflict(
                 f"{email} has a pending invitation to {org}: send it again or revoke it"
@@ -121,13 +119,13 @@ def invitation_create(*, org: Org, email: str, role: str, actor: Actor = OPERATO
         invitation = Invitation.objects.create(
             org=org, email=email, role=role, nonce=get_random_string(32),
             invited_by_id=actor.user_id, inviter=actor.name[:150], sent_at=now,
-            expires_at=now + timedelta(hours=settings.INVITATION_TTL_HOURS),
+            link_expires_at=now + timedelta(hours=settings.INVITATION_TTL_HOURS),
         )  # fmt: skip
         org_audit_record(
             org=org, kind=AuditKind.INVITATION_SENT, actor=actor,
             summary=f"{email} invited as {role}",
             detail={"invitation": invitation.pk, "email": email, "role": role,
-                    "expires_at": invitation.expires_at.isoformat()},
+                    "expires_at": invitation.link_expires_at.isoformat()},
         )  # fmt: skip
         outbound.mail(kind=MAIL_KIND, object_id=invitation.pk)
     return invitation
@@ -154,13 +152,13 @@ def invitation_resend(*, org: Org, invitation_id: int, actor: Actor = OPERATOR) 
         invitation.nonce = get_random_string(32)
         invitation.sent_at = now
         invitation.sent_count += 1
-        invitation.expires_at = now + timedelta(hours=settings.INVITATION_TTL_HOURS)
-        invitation.save(update_fields=["nonce", "sent_at", "sent_count", "expires_at"])
+        invitation.link_expires_at = now + timedelta(hours=settings.INVITATION_TTL_HOURS)
+        invitation.save(update_fields=["nonce", "sent_at", "sent_count", "link_expires_at"])
         org_audit_record(
             org=org, kind=AuditKind.INVITATION_RESENT, actor=actor,
             summary=f"invitation of {invitation.email} sent again",
             detail={"invitation": invitation.pk, "email": invitation.email,
-                    "role": invitation.role, "expires_at": invitation.expires_at.isoformat(),
+                    "role": invitation.role, "expires_at": invitation.link_expires_at.isoformat(),
                     "was": status.value},
         )  # fmt: skip
         outbound.mail(kind=MAIL_KIND, object_id=invitation.pk)

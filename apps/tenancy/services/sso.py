@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from apps.common.errors import DomainError, Forbidden, InvalidInput
 from apps.tenancy.audit_trail import Actor, org_audit_record
+from apps.tenancy.middleware import member_org_ids
 from apps.tenancy.models import (
     AuditKind,
     Invitation,
@@ -123,11 +124,14 @@ def _account(
     else:
         # Linking an existing account hands it to this org's provider: only an account
         # that is this org's alone (a member or invited) and no operator's.
-        orgs = set(Membership.objects.filter(user_id=user.pk).values_list("org_id", flat=True))
-        invited = Invitation.objects.filter(
-            org=org, email__iexact=email, accepted_at=None, revoked_at=None,
-            expires_at__gt=timezone.now(),
-        ).exists()  # fmt: skip
+        # Every org of the account, whatever this connection's org context (row-level
+        # security would show this org's memberships only).
+        orgs = set(member_org_ids(int(user.pk)))
+        invited = (
+            Invitation.objects.pending_at(timezone.now())
+            .filter(org=org, email__iexact=email)
+            .exists()
+        )
         if getattr(user, "is_superuser", False) or orgs - {org.pk} or not (orgs or invited):
             raise SsoRefused(
                 f"an account for {email} exists that this org's single sign-on may not take "
@@ -160,9 +164,9 @@ def sso_sign_in(*, config: SsoConfig, issuer: str, claims: dict[str, Any]) -> Si
         actor = Actor.console(user)
         membership = Membership.objects.select_for_update().filter(org=org, user_id=user.pk).first()
         invitation = (
-            Invitation.objects.select_for_update()
-            .filter(org=org, email__iexact=email, accepted_at=None, revoked_at=None,
-                    expires_at__gt=now)
+            Invitation.objects.pending_at(now)
+            .select_for_update()
+            .filter(org=org, email__iexact=email)
             .order_by("-sent_at")
             .first()
         )  # fmt: skip

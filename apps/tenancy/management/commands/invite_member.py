@@ -36,7 +36,7 @@ class Command(BaseCommand):
                     "email": invitation.email,
                     "role": invitation.role,
                     "invitation": invitation.pk,
-                    "expires_at": invitation.expires_at.isoformat(),
+                    "expires_at": invitation.link_expires_at.isoformat(),
                 }
             )
         )
