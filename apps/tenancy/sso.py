@@ -42,12 +42,12 @@ ENDPOINTS = ("authorization_endpoint", "token_endpoint", "jwks_uri", "userinfo_e
 def discovery(issuer: str) -> dict[str, Any]:
     """The provider's discovery document (OpenID Connect Discovery 1.0), kept a few minutes;
     its ``issuer`` must be the configured one, and its endpoints must be there."""
+    if not issuer.startswith("https://") and not settings.SSO_ALLOW_HTTP_ISSUERS:
+        raise SsoRefused(f"the issuer {issuer} is not https (SSO_ALLOW_HTTP_ISSUERS is off)")
     now = time.monotonic()
     cached = _discovered.get(issuer)
     if cached is not None and now - cached[0] < DISCOVERY_SECONDS:
         return cached[1]
-    if not issuer.startswith("https://") and not settings.SSO_ALLOW_HTTP_ISSUERS:
-        raise SsoRefused(f"the issuer {issuer} is not https (SSO_ALLOW_HTTP_ISSUERS is off)")
     try:
         answer = requests.get(
             f"{issuer}/.well-known/openid-configuration",

@@ -199,3 +199,20 @@ def test_only_owners_set_single_sign_on(cast, provider):
     with pytest.raises(Forbidden, match="set by its owners"):
         sso_configure(org=cast.acme, issuer=provider.issuer, client_id="x", client_secret="y",
                       allowed_domains=["acme.example"], actor=manager)  # fmt: skip
+
+
+def test_the_deploy_check_warns_when_http_issuers_are_allowed(settings):
+    from apps.tenancy.checks import http_issuers_allowed
+
+    settings.SSO_ALLOW_HTTP_ISSUERS = True
+    assert [message.id for message in http_issuers_allowed()] == ["mirror.W101"]
+    settings.SSO_ALLOW_HTTP_ISSUERS = False
+    assert http_issuers_allowed() == []
+
+
+def test_a_plain_http_issuer_is_refused_unless_allowed(cast, provider, settings):
+    configure(cast, provider)
+    settings.SSO_ALLOW_HTTP_ISSUERS = False
+    answer = Client().get("/sso/start", {"org": "acme"})
+    assert answer.status_code == HTTPStatus.FORBIDDEN
+    assert "is not https" in html.unescape(answer.content.decode())
