@@ -15,8 +15,9 @@ from apps.tenancy.models import DEFAULT_SCOPES, Org, Plan, Role, Scope
 from apps.tenancy.services import IssuedKey, api_key_issue, membership_add, org_create
 
 # The team-path profile's callers (acme, globex, anonymous) and its TEAMPATH marks, used by
-# the team-path modules in tests/receipts, tests/approvals, tests/policy and tests/api.
-pytest_plugins = ["tests.teampath_fixtures", "tests.scale"]
+# the team-path modules in tests/receipts, tests/approvals, tests/policy and tests/api; and
+# the OpenID Connect provider the single sign-on tests start (tests/oidc_provider).
+pytest_plugins = ["tests.teampath_fixtures", "tests.oidc_provider.running", "tests.scale"]
 
 
 @pytest.fixture(autouse=True)

@@ -73,3 +73,26 @@ def quota_counted(*, org_id: int, month: str, count: int, cap: int) -> None:
                 "cap": cap,
             },
         )
+
+
+# --- Direct emails ------------------------------------------------------------------------
+#
+# An email to one address that is not an org's event (an invitation): the service that
+# makes the change calls :func:`mail` in its transaction with what the email is about;
+# ``apps.events`` registers the mailer of each kind at start-up, which enqueues the sending
+# in that same transaction (the email goes if and only if the change committed).
+
+Mailer = Callable[[int], object]
+_mailers: dict[str, Mailer] = {}
+
+
+def register_mailer(kind: str, mailer: Mailer) -> None:
+    _mailers[kind] = mailer
+
+
+def mail(*, kind: str, object_id: int) -> None:
+    """Send the email of ``kind`` about row ``object_id``, in the caller's transaction."""
+    mailer = _mailers.get(kind)
+    if mailer is None:  # apps.events is always installed: a missing mailer is a bug
+        raise RuntimeError(f"no mailer registered for {kind!r} emails")
+    mailer(object_id)

@@ -5,7 +5,7 @@ from typing import Any
 from django.urls import path, reverse
 from django.views.generic import RedirectView
 
-from apps.console import views
+from apps.console import accounts, sso_views, views
 
 
 class ApprovalQueueRedirect(RedirectView):
@@ -27,4 +27,8 @@ urlpatterns = [
     path("approve/devices/<int:key_pk>/revoke", views.device_revoke, name="console-device-revoke"),
     path("approve/<str:ref>", views.approval_page, name="console-approval"),
     path("approve/<str:ref>/vote", views.approval_vote_endpoint, name="console-approval-vote"),
+    path("invitations/<str:token>", accounts.invitation_page, name="console-invitation"),
+    path("sso/", sso_views.sso_page, name="console-sso"),
+    path("sso/start", sso_views.SsoStartView.as_view(), name="console-sso-start"),
+    path("sso/callback", sso_views.SsoCallbackView.as_view(), name="console-sso-callback"),
 ]

@@ -1,17 +1,21 @@
 """The emails events send (plain text, through Django's email framework): their text, who
-receives them, and the tasks that send them."""
+receives them, and the tasks that send them; and the direct emails the lower floors ask for
+through ``apps.common.outbound.mail`` (an invitation to join an org)."""
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
+from django.utils import timezone
 from django_tasks import task
 
 from apps.approvals.models import Approval
 from apps.approvals.selectors import approval_escalation_recipients, approval_reminder_recipients
+from apps.common.tasks import enqueue
 from apps.events.models import EmailSubscription, Event, WebhookEndpoint
 from apps.events.payloads import slack_text
-from apps.tenancy.models import Membership, Role
+from apps.tenancy.models import Invitation, InvitationStatus, Membership, Role
+from apps.tenancy.services.invitations import invitation_link
 
 _TITLES = {
     "approval.opened": "Approval opened",
@@ -118,3 +122,35 @@ def send_endpoint_disabled_email(endpoint_pk: int) -> int:
         )
     )
     return _send(endpoint.org_id, owners, *endpoint_disabled_email(endpoint))
+
+
+def invitation_email(invitation: Invitation) -> tuple[str, str]:
+    org = invitation.org
+    who = f"{invitation.inviter} invited you" if invitation.inviter else "You are invited"
+    subject = f"[{org.name}] {who} to join as {invitation.role}"
+    expires = invitation.link_expires_at.strftime("%Y-%m-%d %H:%M UTC")
+    body = (
+        f"{who} to the console of {org.name} as {invitation.role}.\n\n"
+        f"Accept the invitation: {invitation_link(invitation)}\n\n"
+        "The link works once, until "
+        f"{expires}; there you set a password, or sign in with your company's single "
+        "sign-on where the org has set it up.\n\n"
+        "If you did not expect this email, ignore it: nothing happens unless the link is "
+        "followed.\n"
+    )
+    return subject, body
+
+
+@task()
+def send_invitation_email(invitation_pk: int) -> int:
+    """Email the invitation's current link to the invited address, if it is still
+    pending when the task runs (revoked in between: nothing is sent); how many."""
+    invitation = Invitation.objects.select_related("org").filter(pk=invitation_pk).first()
+    if invitation is None or invitation.status_at(timezone.now()) != InvitationStatus.PENDING:
+        return 0
+    return send_mail(*invitation_email(invitation), None, [invitation.email])
+
+
+def enqueue_invitation_email(invitation_pk: int) -> None:
+    """The mailer of ``invitation`` emails (registered with apps.common.outbound)."""
+    enqueue(send_invitation_email, invitation_pk)

@@ -3,6 +3,9 @@
 - ``mirror.E101``: the application's PostgreSQL role is a superuser (row-level security
   does not apply to it).
 - ``mirror.E102``: the application's role has BYPASSRLS (tenants would not be isolated).
+- ``mirror.W101`` (deploy): single sign-on accepts plain-http issuers
+  (``SSO_ALLOW_HTTP_ISSUERS``): ID tokens and client secrets would cross the network in
+  clear.
 
 Ids are unique across the project: ``mirror.E0xx``/``W0xx``/``I0xx`` belong to
 ``apps.common.checks``, ``mirror.E1xx`` to tenancy (tests/common/test_checks.py keeps them
@@ -14,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags
+from django.core.checks import CheckMessage, Error, Tags, Warning
 from django.core.checks import register as register_check
 from django.db import connections
 
@@ -68,5 +71,19 @@ def check_application_role(
     return role_problems(is_superuser=is_superuser, bypasses_rls=bypasses_rls, role=role)
 
 
+def http_issuers_allowed(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    if settings.SSO_ALLOW_HTTP_ISSUERS:
+        return [
+            Warning(
+                "SSO_ALLOW_HTTP_ISSUERS is on: single sign-on talks to plain-http providers "
+                "(client secrets and ID tokens in clear).",
+                hint="Leave it off in production; it exists for development and tests.",
+                id="mirror.W101",
+            )
+        ]
+    return []
+
+
 def register() -> None:
     register_check(check_application_role, Tags.database)
+    register_check(http_issuers_allowed, "mirror", deploy=True)

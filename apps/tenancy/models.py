@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -219,6 +222,213 @@ class AuditKind(models.TextChoices):
     RECEIPTS_RETIRED = "receipts.retired", "Receipt bodies retired"
     LEGAL_HOLD_SET = "legal_hold.set", "Legal hold set"
     LEGAL_HOLD_RELEASED = "legal_hold.released", "Legal hold released"
+    INVITATION_SENT = "invitation.sent", "Invitation sent"
+    INVITATION_RESENT = "invitation.resent", "Invitation sent again"
+    INVITATION_REVOKED = "invitation.revoked", "Invitation revoked"
+    INVITATION_ACCEPTED = "invitation.accepted", "Invitation accepted"
+    SSO_CONFIGURED = "sso.configured", "Single sign-on configured"
+    SSO_SIGNED_IN = "sso.signed_in", "Signed in with single sign-on"
+    SSO_REFUSED = "sso.refused", "Single sign-on refused"
+    SCIM_TOKEN_ISSUED = "scim_token.issued", "Provisioning (SCIM) token issued"
+    SCIM_TOKEN_REVOKED = "scim_token.revoked", "Provisioning (SCIM) token revoked"
+    MEMBER_PROVISIONED = "member.provisioned", "Member provisioned (SCIM)"
+    MEMBER_DEPROVISIONED = "member.deprovisioned", "Member deprovisioned"
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    REVOKED = "revoked", "Revoked"
+    EXPIRED = "expired", "Expired"
+
+
+class InvitationQuerySet(models.QuerySet["Invitation"]):
+    def pending_at(self, now: datetime) -> InvitationQuerySet:
+        """The invitations whose link works at ``now`` (as :meth:`Invitation.status_at`)."""
+        return self.filter(accepted_at=None, revoked_at=None, link_expires_at__gt=now)
+
+
+class Invitation(models.Model):
+    """An invitation to join ``org`` with ``role``, sent by email to ``email``.
+
+    Its link carries the row's id and ``nonce``, signed with the service's secret key
+    (``apps.tenancy.services.invitations``): nothing secret is stored that would let a reader
+    of the database forge one. Sending it again draws a new nonce, so only the latest link
+    works; accepting or revoking it ends the link for good, and so does ``link_expires_at``.
+    """
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    nonce = models.CharField(max_length=32)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
+    inviter = models.CharField(max_length=150, blank=True, default="")  # who, in words
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField()
+    sent_count = models.PositiveIntegerField(default=1)
+    link_expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = InvitationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["org", "email"], name="invitation_org_email")]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.org} as {self.role}"
+
+    def status_at(self, now: datetime) -> InvitationStatus:
+        """The one reading of an invitation's state at ``now``."""
+        if self.accepted_at is not None:
+            return InvitationStatus.ACCEPTED
+        if self.revoked_at is not None:
+            return InvitationStatus.REVOKED
+        if now >= self.link_expires_at:
+            return InvitationStatus.EXPIRED
+        return InvitationStatus.PENDING
+
+
+class SsoConfig(models.Model):
+    """An org's single sign-on to the console with OpenID Connect.
+
+    The provider is found from ``issuer`` (its discovery document). A person may sign in
+    when the provider vouches for an email in one of ``allowed_domains``; their role is the
+    highest one whose group (``role_groups``: role -> group name) appears in the
+    ``groups_claim`` of their claims, read at every sign-in, else ``default_role``, else the
+    role of an invitation they accept, else the role they hold (only when no group maps a
+    role at all); otherwise they are refused.
+    """
+
+    org = models.OneToOneField(Org, on_delete=models.CASCADE, related_name="sso")
+    enabled = models.BooleanField(default=True)
+    issuer = models.URLField(max_length=500)
+    client_id = models.CharField(max_length=255)
+    # Needed in clear to authenticate to the provider's token endpoint.
+    client_secret = models.CharField(max_length=255)
+    # Asked of the provider; some (Okta) put groups in the claims only for a "groups" scope.
+    scopes = models.CharField(max_length=200, default="openid email profile")
+    allowed_domains = models.JSONField(default=list)
+    groups_claim = models.CharField(max_length=100, default="groups")
+    role_groups = models.JSONField(default=dict, blank=True)
+    default_role = models.CharField(max_length=16, choices=Role.choices, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "single sign-on configuration"
+
+    def __str__(self) -> str:
+        return f"single sign-on of {self.org} with {self.issuer}"
+
+
+class SsoIdentity(models.Model):
+    """Which console user a provider's subject is, per org: linked at the first sign-in,
+    so a later email change at the provider never moves the sign-in to another account."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["org", "issuer", "subject"], name="sso_identity_one_per_subject"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer} in org {self.org_id}"
+
+
+class ScimToken(models.Model):
+    """An org's bearer token for SCIM 2.0 provisioning (its identity provider holds it).
+    As API keys: the prefix finds the row, the digest (HMAC-SHA256 under
+    ``API_KEY_DIGEST_SECRET``) is compared in constant time, the secret is never stored."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    label = models.CharField(max_length=200, blank=True, default="")
+    prefix = models.CharField(max_length=32, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "provisioning (SCIM) token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.label or 'no label'})"
+
+
+class ScimUser(models.Model):
+    """A person the org's identity provider provisions (a SCIM User), and their account."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    scim_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    user_name = models.CharField(max_length=254)
+    given_name = models.CharField(max_length=150, blank=True, default="")
+    family_name = models.CharField(max_length=150, blank=True, default="")
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "user_name"], name="scim_user_one_name"),
+            models.UniqueConstraint(fields=["org", "user"], name="scim_user_one_account"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_name} provisioned in org {self.org_id}"
+
+
+class ScimGroup(models.Model):
+    """A group the org's identity provider provisions (a SCIM Group): its members get the
+    role the group's name maps to (single sign-on's group per role, else the role's name)."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    scim_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    display_name = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "display_name"], name="scim_group_one_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.display_name} provisioned in org {self.org_id}"
+
+
+class ScimGroupMember(models.Model):
+    """A provisioned person in a provisioned group (with the org, for row-level security)."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    group = models.ForeignKey(ScimGroup, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(ScimUser, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "user"], name="scim_group_member_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"person {self.user_id} in group {self.group_id}"
 
 
 class OrgAuditEvent(models.Model):

@@ -6,7 +6,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from apps.common.errors import NotFound
-from apps.tenancy.models import ApiKey, Membership, Org
+from apps.tenancy.models import ApiKey, Invitation, Membership, Org, SsoConfig
 
 
 def org_get(*, slug: str) -> Org:
@@ -43,3 +43,19 @@ def member_org_id(*, user_id: object, org_slug: object) -> int | None:
         .first()
     )
     return org_id
+
+
+def invitation_list(*, org: Org) -> QuerySet[Invitation]:
+    return Invitation.objects.filter(org=org).order_by("-created_at", "-id")
+
+
+def invitation_get(*, org: Org, invitation_id: int) -> Invitation:
+    invitation = Invitation.objects.filter(org=org, pk=invitation_id).first()
+    if invitation is None:
+        raise NotFound(f"no invitation {invitation_id} in {org}")
+    return invitation
+
+
+def sso_config(*, org: Org) -> SsoConfig | None:
+    """The org's enabled single sign-on, if it has one."""
+    return SsoConfig.objects.filter(org=org, enabled=True).first()

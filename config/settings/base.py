@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import django_stubs_ext
 from django.templatetags.static import static
@@ -429,6 +430,54 @@ EVENTS_ENABLED = env_bool("EVENTS_ENABLED", True)
 EVENTS_SUBSCRIBER_CACHE_SECONDS = env_int("EVENTS_SUBSCRIBER_CACHE_SECONDS", 5)
 # The console's public address, for links in events and emails (the approval's signing page).
 PUBLIC_BASE_URL = (env_str("PUBLIC_BASE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
+# Single sign-on to the console (OpenID Connect, each org its own provider: the console's
+# Single sign-on page). Plain-http issuers are refused unless allowed (development only);
+# a provider's answers are awaited at most SSO_TIMEOUT_SECONDS; ID token times are read
+# with SSO_CLOCK_SKEW_SECONDS of leeway.
+SSO_ALLOW_HTTP_ISSUERS = env_bool("SSO_ALLOW_HTTP_ISSUERS", False)
+SSO_TIMEOUT_SECONDS = env_int("SSO_TIMEOUT_SECONDS", 10, minimum=1, maximum=60)
+SSO_CLOCK_SKEW_SECONDS = env_int("SSO_CLOCK_SKEW_SECONDS", 30, minimum=0, maximum=300)
+# mozilla-django-oidc's settings (the provider itself is the org's, not set here): the
+# authorization code flow with PKCE and a nonce, RS256 ID tokens, the callback route.
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "apps.tenancy.sso.OrgOidcBackend",
+]
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_AUTHENTICATION_CALLBACK_URL = "console-sso-callback"
+OIDC_RP_SCOPES = "openid email profile"
+OIDC_TIMEOUT = SSO_TIMEOUT_SECONDS
+OIDC_STORE_ACCESS_TOKEN = False
+OIDC_STORE_ID_TOKEN = False
+# SCIM 2.0 provisioning (django-scim2) at /scim/v2/, each org with its own bearer token:
+# resources are located under PUBLIC_BASE_URL.
+_PUBLIC = urlsplit(PUBLIC_BASE_URL)
+SCIM_SERVICE_PROVIDER = {
+    "SCHEME": _PUBLIC.scheme or "https",
+    "NETLOC": _PUBLIC.netloc or "localhost",
+    "AUTHENTICATION_SCHEMES": [
+        {
+            "type": "oauthbearertoken",
+            "name": "Bearer token",
+            "description": "The org's SCIM token (console: Keys and members → SCIM tokens)",
+            "primary": True,
+        }
+    ],
+    "USER_MODEL_GETTER": "apps.api.scim.adapters.scim_user_model",
+    "USER_ADAPTER": "apps.api.scim.adapters.ScimUserAdapter",
+    "GROUP_MODEL": "apps.tenancy.models.ScimGroup",
+    "GROUP_ADAPTER": "apps.api.scim.adapters.ScimGroupAdapter",
+    "USER_FILTER_PARSER": "apps.api.scim.filters.ScimUserFilterQuery",
+    "GROUP_FILTER_PARSER": "apps.api.scim.filters.ScimGroupFilterQuery",
+    "GET_EXTRA_MODEL_FILTER_KWARGS_GETTER": "apps.api.scim.adapters.org_filter_kwargs_getter",
+    "GET_IS_AUTHENTICATED_PREDICATE": "apps.api.scim.auth.is_scim_client",
+    "AUTH_CHECK_MIDDLEWARE": "apps.api.scim.auth.ScimTokenCheck",
+    "WWW_AUTHENTICATE_HEADER": 'Bearer realm="scim"',
+}
+# Invitations to join an org: hours an invitation link works (sending it again starts anew).
+INVITATION_TTL_HOURS = env_int("INVITATION_TTL_HOURS", 72, minimum=1, maximum=720)
 # Webhook delivery: the deadline of a whole attempt, the most response bytes read, retries with
 # exponential backoff (base * 4^(n-1), capped, with jitter) until the retry window is over,
 # and the run of failed attempts after which an endpoint is disabled.

@@ -7,3 +7,4 @@ DEBUG = env_bool("DEBUG", True)
 
 # A webhook receiver on this machine is the usual trial.
 WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = env_bool("WEBHOOK_ALLOW_PRIVATE_DESTINATIONS", True)
+SSO_ALLOW_HTTP_ISSUERS = env_bool("SSO_ALLOW_HTTP_ISSUERS", True)

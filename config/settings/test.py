@@ -21,3 +21,6 @@ AUTH_FAILURE_LIMITS_ENABLED = False
 WEBHOOK_ALLOW_PRIVATE_DESTINATIONS = True
 WEBHOOK_TIMEOUT_SECONDS = 2
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+
+# The suite's OpenID Connect provider (tests/oidc_provider) listens on 127.0.0.1 over http.
+SSO_ALLOW_HTTP_ISSUERS = True

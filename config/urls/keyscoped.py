@@ -29,9 +29,16 @@ from apps.api.keyscoped.exports import (
     EvidenceExportRequestApi,
 )
 from apps.api.keyscoped.legal_holds import LegalHoldListApi, LegalHoldReleaseApi
+from apps.api.keyscoped.members import (
+    InvitationDetailApi,
+    InvitationListApi,
+    InvitationResendApi,
+    InvitationRevokeApi,
+)
 from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
 from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.api.schema_views import schema_urlpatterns
+from apps.api.scim.urls import urlpatterns as scim_urlpatterns
 from apps.api.transparency_urls import log_urlpatterns
 from apps.common.metrics import metrics_view
 from apps.console.urls import urlpatterns as console_urlpatterns
@@ -44,6 +51,7 @@ urlpatterns = [
     path("readyz", ReadyzApi.as_view(), name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     *console_urlpatterns,
+    *scim_urlpatterns,
     *schema_urlpatterns("keyscoped"),
     path("v1/receipts", ReceiptPushApi.as_view(), name="receipt-push"),
     path("v1/policy/pull", PolicyPullApi.as_view(), name="policy-pull"),
@@ -108,6 +116,18 @@ urlpatterns = [
         name="webhook-redeliver",
     ),
     path("v1/notifications/email", EmailSubscriptionsApi.as_view(), name="email-subscriptions"),
+    path("v1/invitations", InvitationListApi.as_view(), name="invitations"),
+    path("v1/invitations/<str:invitation_id>", InvitationDetailApi.as_view(), name="invitation"),
+    path(
+        "v1/invitations/<str:invitation_id>/resend",
+        InvitationResendApi.as_view(),
+        name="invitation-resend",
+    ),
+    path(
+        "v1/invitations/<str:invitation_id>/revoke",
+        InvitationRevokeApi.as_view(),
+        name="invitation-revoke",
+    ),
     path("v1/console/token", ConsoleTokenObtainApi.as_view(), name="console-token"),
     path(
         "v1/console/token/refresh", ConsoleTokenRefreshApi.as_view(), name="console-token-refresh"

@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 
 from apps.api.health import HealthzApi, ReadyzApi
 from apps.api.schema_views import schema_urlpatterns
+from apps.api.scim.urls import urlpatterns as scim_urlpatterns
 from apps.api.teampath.approvals import (
     ApprovalOpenApi,
     ApprovalPollApi,
@@ -25,6 +26,7 @@ urlpatterns = [
     path("readyz", ReadyzApi.as_view(), name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     *console_urlpatterns,
+    *scim_urlpatterns,
     *schema_urlpatterns("teampath"),
     path("v1/teams/<str:team_id>/policy", TeamPolicyApi.as_view(), name="team-policy"),
     # Named like the key-scoped push so the push-latency histogram covers both profiles.

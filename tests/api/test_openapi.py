@@ -29,7 +29,8 @@ METHODS = ("get", "post", "put", "patch", "delete")
 # Routes that are not part of the JSON API: the Django admin (the console), the root (a
 # redirect to it), the console's browser pages, and the description itself.
 NOT_DESCRIBED = {"/", "/admin/", "/v1/schema", "/v1/docs"}
-CONSOLE_PAGES = re.compile(r"^/(verify|approve/|approvals$)")
+# The console's pages, and SCIM 2.0 (described by its own RFCs and discovery routes).
+CONSOLE_PAGES = re.compile(r"^/(verify|approve/|approvals$|invitations/|sso/|scim/)")
 PROBES = {"/healthz", "/readyz"}
 
 

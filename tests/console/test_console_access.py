@@ -18,8 +18,8 @@ from apps.policy.models import PolicyDeployment
 from apps.policy.selectors import policy_active
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
-from apps.tenancy.models import ApiKey, Membership, Org, OrgAuditEvent, Plan
-from apps.tenancy.services import api_key_authenticate, membership_add
+from apps.tenancy.models import ApiKey, Invitation, Membership, Org, OrgAuditEvent, Plan
+from apps.tenancy.services import api_key_authenticate
 from tests.approvals.conftest import Approver
 from tests.policy.test_policy_api import ALLOW_SEARCH, BLOCK_SEARCH
 from tests.receipts.factories import Agent
@@ -436,23 +436,22 @@ def test_approver_keys_register_with_a_derived_id_and_revoke_per_org(cast, root)
 # --- members ------------------------------------------------------------------------------------
 
 
-def test_a_manager_adds_members_up_to_their_own_role(cast) -> None:
+def test_a_manager_invites_members_up_to_their_own_role(cast) -> None:
     client = member("manager")
     added = client.post(
         "/admin/tenancy/membership/add/",
-        {"org": cast.acme.pk, "username": "dana", "role": "auditor"},
+        {"org": cast.acme.pk, "email": "dana@acme.example", "role": "auditor"},
     )
     assert added.status_code == HTTPStatus.FOUND
-    assert Membership.objects.get(user__username="dana").role == "auditor"
-    assert get_user_model().objects.get(username="dana").is_staff
+    assert Invitation.objects.get(email="dana@acme.example").role == "auditor"
     assert logged("acme-manager", "dana")
     refused = client.post(
         "/admin/tenancy/membership/add/",
-        {"org": cast.acme.pk, "username": "mallory", "role": "owner"},
+        {"org": cast.acme.pk, "email": "mallory@x.example", "role": "owner"},
         follow=True,
     )
-    assert "cannot grant the owner role" in refused.content.decode()
-    assert not get_user_model().objects.filter(username="mallory").exists()
+    assert "cannot invite to the owner role" in refused.content.decode()
+    assert not Invitation.objects.filter(email="mallory@x.example").exists()
     assert not logged("acme-manager", "mallory")
 
 
@@ -467,24 +466,24 @@ def test_a_manager_cannot_demote_an_owner_but_an_owner_can(cast) -> None:
     assert logged("acme-owner", "as auditor")
 
 
-def test_viewers_cannot_change_members_and_bad_usernames_are_form_errors(cast, root) -> None:
+def test_viewers_cannot_change_members_and_bad_addresses_are_form_errors(cast, root) -> None:
     answer = member("viewer").post(
-        "/admin/tenancy/membership/add/", {"org": cast.acme.pk, "username": "v", "role": "viewer"}
+        "/admin/tenancy/membership/add/",
+        {"org": cast.acme.pk, "email": "v@x.example", "role": "viewer"},
     )
     assert answer.status_code == HTTPStatus.FORBIDDEN
     bad = root.post(
         "/admin/tenancy/membership/add/",
-        {"org": cast.acme.pk, "username": "no spaces!", "role": "viewer"},
+        {"org": cast.acme.pk, "email": "no spaces!", "role": "viewer"},
     )
     assert bad.status_code == HTTPStatus.OK
     assert "errorlist" in bad.content.decode()
     granted = root.post(
         "/admin/tenancy/membership/add/",
-        {"org": cast.globex.pk, "username": "gina", "role": "owner"},
+        {"org": cast.globex.pk, "email": "gina@globex.example", "role": "owner"},
     )
     assert granted.status_code == HTTPStatus.FOUND
-    membership_add(org=cast.globex, username="gina", role="owner")  # same write path, no-op
-    assert Membership.objects.get(user__username="gina").role == "owner"
+    assert Invitation.objects.get(email="gina@globex.example").role == "owner"
 
 
 # --- session tokens -----------------------------------------------------------------------------
@@ -510,7 +509,7 @@ def test_session_tokens_only_for_the_members_own_orgs(cast, root) -> None:
 def test_members_see_their_own_log_entries_and_nobody_edits_any(cast, root) -> None:
     member("manager").post(
         "/admin/tenancy/membership/add/",
-        {"org": cast.acme.pk, "username": "dana", "role": "viewer"},
+        {"org": cast.acme.pk, "email": "dana@acme.example", "role": "viewer"},
     )
     root.post(f"/admin/tenancy/org/{cast.acme.pk}/change/",
               {"plan": Plan.PRO, "monthly_receipt_cap": "", "rate_per_minute": "",

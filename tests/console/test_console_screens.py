@@ -37,7 +37,8 @@ from apps.policy.models import PolicyVersion
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import Plan, Role
-from apps.tenancy.services import membership_add, org_create
+from apps.tenancy.services import invitation_create, membership_add, org_create
+from apps.tenancy.services.invitations import invitation_token
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.events.conftest import Receiver, work
 from tests.events.conftest import receiver as receiver  # the real local webhook receiver
@@ -260,11 +261,13 @@ def console_screens(extra: dict[str, Any]) -> Iterator[tuple[str, str]]:
             yield pattern.name, reverse(f"admin:{pattern.name}", args=args) + query
     for pattern in console_urls.urlpatterns:
         assert isinstance(pattern, URLPattern)
-        # An approval's reference, or a row id (a device's: the POST-only routes answer 405).
+        # A named screen's own argument (an invitation's token), an approval's reference,
+        # or a row id (a device's: the POST-only routes answer 405).
         args = [
-            0 if isinstance(converter, IntConverter) else extra["approval_id"]
+            extra[str(pattern.name)] if str(pattern.name) in extra
+            else 0 if isinstance(converter, IntConverter) else extra["approval_id"]
             for converter in pattern.pattern.converters.values()
-        ]
+        ]  # fmt: skip
         yield f"console {pattern.name}", reverse(pattern.name, args=args)
 
 
@@ -292,7 +295,9 @@ def test_every_console_screen_fits_1366_px_with_visible_fields(
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    extra = {"old": versions[0], "new": versions[-1], "approval_id": console.pending.approval_id}
+    invited = invitation_create(org=console.demo.org, email="new@example.com", role="viewer")
+    extra = {"old": versions[0], "new": versions[-1], "approval_id": console.pending.approval_id,
+             "console-invitation": invitation_token(invited)}  # fmt: skip
     # The receipts the issue names, beside each model's first object.
     screens = [
         *console_screens(extra),

@@ -3,7 +3,7 @@ from http import HTTPStatus
 import pytest
 from django.contrib.auth import get_user_model
 
-from apps.tenancy.models import ApiKey, Membership
+from apps.tenancy.models import ApiKey, Invitation
 from apps.tenancy.services import api_key_authenticate
 
 pytestmark = pytest.mark.django_db
@@ -46,15 +46,15 @@ def test_the_revoke_action_revokes_selected_keys(cast, operator_client):
     assert key.is_revoked
 
 
-def test_adding_a_member_in_the_console_creates_the_user(cast, operator_client):
+def test_adding_a_member_in_the_console_invites_them(cast, operator_client):
     operator_client.post(
         "/admin/tenancy/membership/add/",
-        {"org": cast.globex.pk, "username": "newbie", "role": "viewer"},
+        {"org": cast.globex.pk, "email": "newbie@globex.example", "role": "viewer"},
         follow=True,
     )
-    membership = Membership.objects.get(user__username="newbie")
-    assert (membership.org, membership.role) == (cast.globex, "viewer")
-    assert get_user_model().objects.get(username="newbie").is_staff
+    invitation = Invitation.objects.get(email="newbie@globex.example")
+    assert (invitation.org, invitation.role) == (cast.globex, "viewer")
+    assert not get_user_model().objects.filter(email="newbie@globex.example").exists()
 
 
 def test_the_console_lists_orgs_keys_and_members(cast, operator_client):

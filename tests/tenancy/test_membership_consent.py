@@ -1,4 +1,4 @@
-"""An existing account joins an org only with a superuser's (later: its own) consent, adding
+"""An existing account joins an org only with a superuser's or its own consent, adding
 never changes an account's staff or superuser flags, and a removal ends only the session
 tokens the org granted: a manager of one org cannot add another org's user to end that
 user's sessions everywhere."""
@@ -84,17 +84,18 @@ def test_an_owner_cannot_add_an_existing_account_either(cast, globex_user):
         )
 
 
-def test_the_console_form_refuses_it_with_a_clear_error(cast, globex_user):
+def test_the_console_form_invites_it_and_it_joins_only_by_accepting(cast, globex_user):
+    get_user_model().objects.filter(pk=globex_user.pk).update(email="gina@globex.example")
     client = Client()
     client.force_login(user("acme-manager"))
     page = client.post(
         "/admin/tenancy/membership/add/",
-        {"org": cast.acme.pk, "username": "gina", "role": "viewer"},
+        {"org": cast.acme.pk, "email": "gina@globex.example", "role": "viewer"},
         follow=True,
     )
     assert page.status_code == HTTPStatus.OK
     shown = [str(message) for message in page.context["messages"]]
-    assert any("gina already has an account" in message for message in shown), shown
+    assert any("Invitation sent to gina@globex.example" in message for message in shown), shown
     assert not Membership.objects.filter(org=cast.acme, user=globex_user).exists()
 
 

@@ -1,6 +1,7 @@
 """Writes for orgs, API keys and memberships, one module per concern: ``orgs``, ``api_keys``
 (issuing, rotating, revoking), ``api_key_auth`` (authenticating a presented key) and
-``memberships``. Commands, the admin and APIs all call these; their public names are
+``memberships`` and
+``invitations``. Commands, the admin and APIs all call these; their public names are
 importable from here."""
 
 from apps.tenancy.services.api_key_auth import api_key_authenticate, api_key_recall
@@ -13,12 +14,27 @@ from apps.tenancy.services.api_keys import (
     api_key_rotate,
     key_digest,
 )
+from apps.tenancy.services.invitations import (
+    Accepted,
+    InvitationClosed,
+    InvitationConflict,
+    invitation_accept,
+    invitation_create,
+    invitation_from_token,
+    invitation_link,
+    invitation_open,
+    invitation_resend,
+    invitation_revoke,
+)
 from apps.tenancy.services.memberships import LastOwner, membership_add, membership_remove
 from apps.tenancy.services.orgs import org_create, org_set_limits
 
 __all__ = [
     "KEY_PREFIX_LENGTH",
     "KEY_PREFIX_TAG",
+    "Accepted",
+    "InvitationClosed",
+    "InvitationConflict",
     "IssuedKey",
     "LastOwner",
     "api_key_authenticate",
@@ -26,6 +42,13 @@ __all__ = [
     "api_key_recall",
     "api_key_revoke",
     "api_key_rotate",
+    "invitation_accept",
+    "invitation_create",
+    "invitation_from_token",
+    "invitation_link",
+    "invitation_open",
+    "invitation_resend",
+    "invitation_revoke",
     "key_digest",
     "membership_add",
     "membership_remove",

@@ -26,7 +26,7 @@ class LastOwner(DomainError):
     code = "last_owner"
 
 
-def _acting_role(actor: AbstractBaseUser | AnonymousUser, org: Org) -> Role | None:
+def acting_role(actor: AbstractBaseUser | AnonymousUser, org: Org) -> Role | None:
     if getattr(actor, "is_superuser", False):  # operators hold every org
         return Role.OWNER
     if actor.pk is None:
@@ -49,7 +49,7 @@ def _check_membership_change(
     an org stays one. An actor without a user is an operator (a management command)."""
     current = Role(membership.role) if membership is not None else None
     if actor.user is not None:
-        own = _acting_role(actor.user, org)
+        own = acting_role(actor.user, org)
         if own is None or not own.at_least(Role.MANAGER):
             raise Forbidden(f"changing members of {org} needs the manager role")
         if role is not None and not own.at_least(role):
@@ -80,15 +80,16 @@ def _locked_membership(*, org: Org, username: str) -> Membership | None:
 
 
 def _check_existing_account_joins(*, org: Org, username: str, actor: Actor) -> None:
-    """An existing account joins an org with consent: today a superuser's (or an operator's
-    command), later the account's own by accepting an invitation. An org's managers create
-    new accounts only: adding someone else's account would let any org's manager act on a
-    user they do not manage (and end that user's session tokens by removing them again)."""
+    """An existing account joins an org with consent: the account's own, by accepting an
+    invitation (apps.tenancy.services.invitations), or a superuser's (or an operator's
+    command). An org's managers create new accounts only: adding someone else's account
+    would let any org's manager act on a user they do not manage (and end that user's
+    session tokens by removing them again)."""
     if actor.user is None or getattr(actor.user, "is_superuser", False):
         return
     raise Forbidden(
-        f"{username} already has an account: an existing account joins {org} by invitation "
-        "(until invitations exist, a superuser adds it); choose a new username to create one"
+        f"{username} already has an account: an existing account joins {org} by accepting "
+        "an invitation to its email address"
     )
 
 
