@@ -21,6 +21,16 @@ urlpatterns = [
     path("approvals", ApprovalQueueRedirect.as_view(), name="console-approvals"),
     path("verify", views.verify_page, name="console-verify"),
     path("approve/", views.approver_key_page, name="console-approver-key"),
+    path(
+        "approve/policy/<str:policy_id>",
+        views.policy_proposal_page,
+        name="console-policy-proposal",
+    ),
+    path(
+        "approve/policy/<str:policy_id>/vote",
+        views.policy_proposal_vote_endpoint,
+        name="console-policy-proposal-vote",
+    ),
     path("approve/<str:ref>", views.approval_page, name="console-approval"),
     path("approve/<str:ref>/vote", views.approval_vote_endpoint, name="console-approval-vote"),
 ]
