@@ -544,3 +544,22 @@ def test_the_service_keeps_the_active_text_a_no_op(cast, devices, quorum_2) -> N
     assert proposed.proposal is not None
     assert proposed.proposal.previous_version is not None
     assert proposed.proposal.previous_version.toml == ASK_SEARCH
+
+
+def test_the_evidence_export_carries_the_policy_approvals(cast, dashboard, devices, quorum_2):
+    import json
+
+    from tests.audit.test_evidence_export import unpack
+
+    body = propose(dashboard, ALLOW_SEARCH).json()
+    for name in ("alice", "bob"):
+        vote(sdk(cast.acme_key.secret), body["policy_id"], devices[name].token(body["statement"]))
+    response = dashboard("auditor").post("/v1/evidence/export", {}, format="json")
+    (change,) = json.loads(unpack(response)["policy_approvals.json"])
+    assert change["status"] == "activated"
+    served = {**change, "statement_b64": base64.b64encode(rfc8785.dumps(change["statement"]))}
+    trusted = {device.public for device in devices.values()}
+    approvers = verify_approvals_offline(
+        served, toml=ALLOW_SEARCH, org="acme", trusted_keys=trusted
+    )
+    assert approvers == sorted([devices["alice"].public, devices["bob"].public])
