@@ -10,6 +10,7 @@ from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.http import HttpRequest
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
@@ -330,6 +331,7 @@ class _EitherPlaneApi(KeyScopedSdkApi):
         return Actor.api(user=principal.membership.user)
 
 
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 POLICY_ID_PARAMETER = path_parameter(
     "policy_id", 'The proposed version\'s id (`"pol_" + policy_hash[:24]`).', "^pol_[0-9a-f]{24}$"
 )
@@ -342,8 +344,9 @@ class PolicyProposalVoteApi(_EitherPlaneApi):
         token_b64 = StrictCharField(
             trim_whitespace=False,
             max_length=16_384,
+            validators=[RegexValidator(BASE64, message="not valid base64")],
             help_text="An approval token (approvals.md §1) with scope `policy:deploy` over the "
-            "proposal's statement, base64.",
+            "proposal's statement, standard base64.",
         )
 
         class Meta:
