@@ -16,7 +16,12 @@ from apps.analytics.selectors import analytics_counters
 from apps.approvals.models import ApproverKey
 from apps.approvals.selectors import approval_queue
 from apps.policy.models import PolicyVersion
-from apps.policy.selectors import policy_active, policy_history
+from apps.policy.selectors import (
+    policy_active,
+    policy_break_glass_unapproved,
+    policy_history,
+    policy_proposal_open,
+)
 from apps.tenancy.models import Org
 
 WIDTH, HEIGHT = 120, 28
@@ -111,6 +116,11 @@ def org_dashboard(request: HttpRequest, org: Org, context: dict[str, object]) ->
             "api_keys_url": reverse("admin:tenancy_apikey_changelist"),
             "approver_keys_url": reverse("admin:approvals_approverkey_changelist"),
             "approver_keys": org_approver_key_count(org),
+            # Co-signed deploys: the quorum, the change waiting for it, and a break-glass
+            # activation it has not approved (shown until it does, or it is replaced).
+            "policy_quorum": org.policy_quorum,
+            "open_proposal": policy_proposal_open(org=org),
+            "break_glass": policy_break_glass_unapproved(org=org),
         }
     )
     return TemplateResponse(request, "admin/tenancy/org/dashboard.html", context)

@@ -113,10 +113,15 @@ COMPONENTS: dict[str, Schema] = {
                 "description": "floor bypass: the rule that would bypass it",
             },
             "active_policy_hash": {**_HASH, "description": "stale pin: the active one"},
+            "open_policy_id": {
+                "type": "string",
+                "description": "another proposal is open: its policy_id",
+            },
         },
         required=["detail"],
-        description="A floor-bypass attempt (`result`, `rule_id`) or a stale "
-        "`expected_policy_hash` (`active_policy_hash`).",
+        description="A floor-bypass attempt (`result`, `rule_id`), a stale "
+        "`expected_policy_hash` (`active_policy_hash`), or another open proposal "
+        "(`open_policy_id`).",
     ),
     "TeamPathError": _object(
         {

@@ -144,6 +144,14 @@ class ReceiptRefusedEventSerializer(Serializer):
         ref_name = "ReceiptRefusedEvent"
 
 
+class PolicyApproverSerializer(Serializer):
+    key_id = serializers.CharField()
+    public_key = serializers.CharField(help_text="Standard base64 of the Ed25519 key.")
+
+    class Meta:
+        ref_name = "PolicyApprover"
+
+
 class PolicyDeployedEventSerializer(Serializer):
     """A policy became the org's active policy."""
 
@@ -154,9 +162,31 @@ class PolicyDeployedEventSerializer(Serializer):
     channel = serializers.CharField()
     deployed_by = _text()
     deployed_at = serializers.DateTimeField()
+    approvers = serializers.ListField(
+        child=PolicyApproverSerializer(),
+        help_text="The approver keys whose approvals activated a co-signed change; empty "
+        "when the org needs none (or for a break-glass activation).",
+    )
+    break_glass = serializers.BooleanField(help_text="Activated without the quorum.")
 
     class Meta:
         ref_name = "PolicyDeployedEvent"
+
+
+class PolicyBreakGlassEventSerializer(Serializer):
+    """An owner activated a policy without the org's quorum of approvals, with a reason."""
+
+    policy_id = serializers.CharField()
+    policy_hash = _hash()
+    previous_policy_hash = _hash()
+    quorum = serializers.IntegerField(help_text="Approvals the org requires.")
+    approved_count = serializers.IntegerField(help_text="Approvals it had when activated.")
+    reason = serializers.CharField()
+    activated_by = _text()
+    activated_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "PolicyBreakGlassEvent"
 
 
 class QuotaThresholdEventSerializer(Serializer):
@@ -259,6 +289,7 @@ ENVELOPES: dict[str, tuple[str, type[Serializer]]] = {
     "approval.escalated": ("ApprovalEscalatedWebhook", ApprovalEscalatedEventSerializer),
     "receipt.refused": ("ReceiptRefusedWebhook", ReceiptRefusedEventSerializer),
     "policy.deployed": ("PolicyDeployedWebhook", PolicyDeployedEventSerializer),
+    "policy.break_glass": ("PolicyBreakGlassWebhook", PolicyBreakGlassEventSerializer),
     "quota.threshold": ("QuotaThresholdWebhook", QuotaThresholdEventSerializer),
     "api_key.created": ("ApiKeyCreatedWebhook", ApiKeyEventSerializer),
     "api_key.revoked": ("ApiKeyRevokedWebhook", ApiKeyEventSerializer),

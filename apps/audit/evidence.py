@@ -11,6 +11,8 @@ Contents (``manifest.json`` lists each file's size, SHA-256 and BLAKE3):
   legs (record text and co-signature, verbatim) and their history;
 * ``approver_keys.json`` - the org's approver keys, with when they were registered and
   revoked;
+* ``policy_approvals.json`` - the org's co-signed policy changes: each one's statement and
+  every vote's approval token as submitted, so who approved which policy checks offline;
 * ``sessions.json`` and ``sessions/NNNN.jsonl`` - each agent session of the window; a session
   whose action receipts run from seq 0 without a gap gets a file (in session order; of a
   suspended receipt and its approved form, the one its successor links to) that
@@ -69,6 +71,7 @@ from apps.audit.members import (
     approvals,
     approver_keys,
     chain_entries,
+    policy_approvals,
     session_index,
     write_proofs,
     write_receipts,
@@ -114,7 +117,9 @@ def evidence_export(
         def spool() -> Spool:
             return Spool(files.enter_context(tempfile.TemporaryFile()))
 
-        receipts, chain, approved, keys, sessions, records, manifest = (spool() for _ in range(7))
+        receipts, chain, approved, keys, sessions, records, manifest, policies = (
+            spool() for _ in range(8)
+        )
         proved = spool() if proofs else None
         session_data = files.enter_context(tempfile.TemporaryFile())
         body = ArchivedBodies(org=org, files=files).body
@@ -130,6 +135,7 @@ def evidence_export(
             )
             write_json(approved, lambda items: items, approvals(org, rows))
             write_json(keys, lambda items: items, approver_keys(org))
+            write_json(policies, lambda items: items, policy_approvals(org))
             write_json(
                 sessions, lambda items: items, session_index(rows, session_data, records, body)
             )
@@ -143,6 +149,7 @@ def evidence_export(
             "chain.json": chain,
             "approvals.json": approved,
             "approver_keys.json": keys,
+            "policy_approvals.json": policies,
             "sessions.json": sessions,
             **({"proofs.jsonl": proved} if proved is not None else {}),
         }

@@ -54,6 +54,12 @@ received from {start} to {end} (UTC), generated at {generated}.
    co-signed legs verbatim; `approver_keys.json` says which keys were registered (and
    revoked) when. An L1 receipt's approver signature in `receipts.jsonl` must come from one
    of those keys.
+6. **Policy changes.** `policy_approvals.json` lists each co-signed policy change with the
+   statement its approvers signed and every vote's approval token (base64). A vote checks
+   as an approval token (approvals.md §1-§3) with scope `policy:deploy` whose signed bytes
+   are the statement's RFC 8785 canonical bytes; `status` `activated` needs `quorum`
+   distinct approving keys of `approver_keys.json`. Drop one entry on the `/verify` page to
+   check it in the browser.
 """
 
 VERIFY_PROOFS_MD = """\

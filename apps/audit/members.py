@@ -21,6 +21,9 @@ from apps.approvals.models import Approval, ApproverKey
 from apps.approvals.selectors import approval_roster
 from apps.audit.archive import Spool, iso
 from apps.audit.selectors import ENTRY_FIELDS
+from apps.policy.models import PolicyProposal
+from apps.policy.selectors import proposal_statement
+from apps.policy.statement import POLICY_DEPLOY_SCOPE
 from apps.receipts.models import MirrorEntry
 from apps.receipts.verifier.chain import link_hash
 from apps.tenancy.models import Org
@@ -261,3 +264,47 @@ def approver_keys(org: Org) -> Iterator[dict[str, Any]]:
             "registered_at": iso(key.created_at),
             "revoked_at": iso(key.revoked_at),
         }
+
+
+def policy_approvals(org: Org) -> Iterator[dict[str, Any]]:
+    """The org's co-signed policy changes, each with the statement its approvers signed
+    and every vote's token as submitted: who approved which policy, checkable offline
+    (approvals.md §1-§3 over the statement's RFC 8785 bytes, scope ``policy:deploy``)."""
+    proposals = (
+        PolicyProposal.objects.filter(org=org)
+        .select_related("org", "version", "previous_version", "deployment")
+        .prefetch_related("votes")
+        .order_by("created_at", "id")
+    )
+    for proposal in proposals.iterator(chunk_size=APPROVAL_ROWS):
+        item = {
+            "policy_id": proposal.version.policy_id,
+            "policy_hash": proposal.version.policy_hash,
+            "status": proposal.status,
+            "quorum": proposal.quorum,
+            "scope": POLICY_DEPLOY_SCOPE,
+            "statement": proposal_statement(proposal),
+            "roster": proposal.roster,
+            "proposed_by": proposal.proposed_by_name,
+            "proposed_at": iso(proposal.created_at),
+            "activated_at": iso(proposal.deployment.deployed_at) if proposal.deployment else None,
+            "break_glass": {
+                "reason": proposal.break_glass_reason,
+                "at": iso(proposal.break_glass_at),
+                "approved_after": iso(proposal.ratified_at),
+            }
+            if proposal.break_glass_at
+            else None,
+            "votes": [
+                {
+                    "approver_public_key": vote.approver_public_key,
+                    "key_id": vote.approver_key_id,
+                    "decision": vote.decision,
+                    "voted_at": iso(vote.voted_at),
+                    "token_b64": vote.token_b64,
+                }
+                for vote in proposal.votes.all()
+            ],
+        }
+        proposal._prefetched_objects_cache.clear()  # type: ignore[attr-defined]
+        yield item

@@ -32,7 +32,7 @@ from apps.tenancy.audit_trail import Actor
 from apps.tenancy.console_tokens import console_tokens_issue
 from apps.tenancy.middleware import activate_console_orgs
 from apps.tenancy.models import Org, Role
-from apps.tenancy.services import org_create, org_set_limits
+from apps.tenancy.services import org_create, org_set_limits, org_set_policy_quorum
 
 
 @admin.register(Org)
@@ -62,6 +62,8 @@ class OrgAdmin(OrgScopedAdmin[Org]):
                  name="tenancy_org_session_token"),
             path("<int:org_id>/evidence/", wrap(self.evidence_view),
                  name="tenancy_org_evidence"),
+            path("<int:org_id>/policy-quorum/", wrap(self.policy_quorum_view),
+                 name="tenancy_org_policy_quorum"),
             *super().get_urls(),
         ]  # fmt: skip
 
@@ -78,6 +80,7 @@ class OrgAdmin(OrgScopedAdmin[Org]):
             "opts": self.model._meta,
             "can_write": can_write(request, org.pk),
             "can_export": can_write(request, org.pk, Role.AUDITOR),
+            "can_set_quorum": can_write(request, org.pk, Role.OWNER),
         }
         return org_dashboard(request, org, context)
 
@@ -97,6 +100,27 @@ class OrgAdmin(OrgScopedAdmin[Org]):
             return HttpResponseRedirect(reverse("admin:tenancy_org_dashboard", args=[org.pk]))
         archive = evidence_export(org=org, window=window, actor=Actor.console(request.user))
         return evidence_response(archive, org=org)
+
+    def policy_quorum_view(self, request: HttpRequest, org_id: int) -> HttpResponseBase:
+        """Set the org's policy quorum from its dashboard (owner, POST)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        org = self._visible_org(request, org_id)
+        if not can_write(request, org.pk, Role.OWNER):
+            raise PermissionDenied
+        back = HttpResponseRedirect(reverse("admin:tenancy_org_dashboard", args=[org.pk]))
+        raw = request.POST.get("policy_quorum", "")
+        try:
+            org_set_policy_quorum(
+                org=org,
+                quorum=int(raw) if raw.strip().isdigit() else -1,
+                actor=Actor.console(request.user),
+            )
+        except DomainError as error:
+            self.message_user(request, f"Refused: {error.message}", messages.ERROR)
+            return back
+        self.message_user(request, f"Policy changes now need {org.policy_quorum} approval(s).")
+        return back
 
     def session_token_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
         """A dashboard session JWT for the signed-in member, for scripts (POST only)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Any
 
 from django.contrib.auth import BACKEND_SESSION_KEY, load_backend
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -32,6 +33,11 @@ from apps.approvals.models import Approval, ApproverKey
 from apps.approvals.selectors import approval_as_of, member_approver_keys
 from apps.approvals.services import access_token_digest, approval_vote_with_token
 from apps.common.errors import InvalidInput, NotFound
+from apps.policy.models import PolicyProposal
+from apps.policy.selectors import proposal_statement
+from apps.policy.statement import POLICY_DEPLOY_SCOPE, statement_bytes
+from apps.policy.votes import policy_proposal_vote
+from apps.tenancy.audit_trail import Actor
 from apps.tenancy.middleware import member_org_ids
 from apps.tenancy.models import Org
 from apps.tenancy.org_context import activate_all_orgs, activate_orgs
@@ -152,3 +158,63 @@ def signed_in_with_single_sign_on(request: HttpRequest) -> bool:
     except ImportError:
         return False
     return bool(getattr(backend, "single_sign_on", False))
+
+
+def proposal_for_member(
+    user: AbstractBaseUser | AnonymousUser, policy_id: str
+) -> PolicyProposal | None:
+    """The newest proposal of ``policy_id`` in an org ``user`` is a member of (or any, for
+    a superuser); the user's orgs become the context. None when there is none to see."""
+    if not (user.is_authenticated and user.is_active):
+        return None
+    proposals = PolicyProposal.objects.select_related("org", "version", "previous_version")
+    if getattr(user, "is_superuser", False):
+        activate_all_orgs()
+    else:
+        org_ids = member_org_ids(int(user.pk))
+        activate_orgs(org_ids)
+        proposals = proposals.filter(org_id__in=org_ids)
+    return proposals.filter(version__policy_id=policy_id).order_by("-created_at", "-id").first()
+
+
+def proposal_state(proposal: PolicyProposal) -> dict[str, Any]:
+    """What the proposal's signing page shows and signs: the statement (the page
+    recomputes its canonical bytes and signs those), the diff, the votes so far."""
+    statement = proposal_statement(proposal)
+    names = dict(
+        ApproverKey.objects.filter(org_id=proposal.org_id).values_list("public_key", "key_id")
+    )
+    return {
+        "policy_id": proposal.version.policy_id,
+        "org": proposal.org.slug,
+        "status": proposal.status,
+        "quorum": proposal.quorum,
+        "approved_count": proposal.approved_count,
+        "scope": POLICY_DEPLOY_SCOPE,
+        "statement": statement,
+        "statement_b64": base64.b64encode(statement_bytes(statement)).decode(),
+        "roster": list(proposal.roster),
+        "diff": proposal.diff,
+        "toml": proposal.version.toml,
+        "proposed_by": proposal.proposed_by_name,
+        "break_glass_reason": proposal.break_glass_reason,
+        "votes": [
+            {"approver_public_key": vote.approver_public_key,
+             "key_id": names.get(vote.approver_public_key, vote.approver_key_id),
+             "decision": vote.decision, "voted_at": vote.voted_at.isoformat()}
+            for vote in proposal.votes.order_by("voted_at", "id")
+        ],
+    }  # fmt: skip
+
+
+def console_policy_vote(
+    *, proposal: PolicyProposal, token_b64: object, user: AbstractBaseUser
+) -> PolicyProposal:
+    """The signing page's vote on a policy change: the vote path of the APIs, with the
+    signed-in member as the one who submits it (a proposer cannot vote on their own)."""
+    return policy_proposal_vote(
+        org=proposal.org,
+        policy_id=proposal.version.policy_id,
+        token=_token_bytes(token_b64),
+        actor=Actor.console(user),
+    )

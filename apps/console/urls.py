@@ -25,6 +25,16 @@ urlpatterns = [
     path("approve/devices", views.device_enroll, name="console-device-enroll"),
     path("approve/devices/<int:key_pk>/label", views.device_label, name="console-device-label"),
     path("approve/devices/<int:key_pk>/revoke", views.device_revoke, name="console-device-revoke"),
+    path(
+        "approve/policy/<str:policy_id>",
+        views.policy_proposal_page,
+        name="console-policy-proposal",
+    ),
+    path(
+        "approve/policy/<str:policy_id>/vote",
+        views.policy_proposal_vote_endpoint,
+        name="console-policy-proposal-vote",
+    ),
     path("approve/<str:ref>", views.approval_page, name="console-approval"),
     path("approve/<str:ref>/vote", views.approval_vote_endpoint, name="console-approval-vote"),
     path("invitations/<str:token>", accounts.invitation_page, name="console-invitation"),

@@ -39,11 +39,14 @@ from apps.console.services import (
     APPROVAL_ID_PREFIX,
     approval_by_access_token,
     approval_for_member,
+    console_policy_vote,
     console_vote,
     member_key,
     member_keys,
     member_org,
     member_orgs,
+    proposal_for_member,
+    proposal_state,
     signed_in_with_single_sign_on,
 )
 from apps.tenancy.audit_trail import Actor
@@ -394,3 +397,52 @@ def approval_vote_endpoint(request: HttpRequest, ref: str) -> JsonResponse:
     except DomainError as error:
         return _refusal(error)
     return JsonResponse(approval_state(settled))
+
+
+# --- The signing page of a co-signed policy change ---------------------------------------------
+
+
+@require_GET
+def policy_proposal_page(request: HttpRequest, policy_id: str) -> HttpResponse:
+    """A proposed policy change for a signed-in member: the diff, the statement their
+    device key signs (``policy:deploy``), the votes so far."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path(), reverse("admin:login"))
+    proposal = proposal_for_member(request.user, policy_id)
+    if proposal is None:
+        response = _approver_page(request, "console/approval_missing.html", {})
+        response.status_code = HTTPStatus.NOT_FOUND
+        return response
+    page = {
+        **proposal_state(proposal),
+        "takes_votes": proposal.takes_votes,
+        "vote_url": reverse("console-policy-proposal-vote", args=[policy_id]),
+        "csrf_token": get_token(request),
+    }
+    return _approver_page(request, "console/policy_proposal.html", {"page": page})
+
+
+@answers_json
+@require_POST
+def policy_proposal_vote_endpoint(request: HttpRequest, policy_id: str) -> JsonResponse:
+    """The page's vote: ``{token}`` → the proposal's new state."""
+    proposal = proposal_for_member(request.user, policy_id)
+    if proposal is None:
+        return _error(HTTPStatus.NOT_FOUND, "policy_proposal_not_found", "no such proposal")
+    try:
+        body = parse_json_body(read_json_bytes(request, max_bytes=MAX_VOTE_BODY_BYTES))
+    except PayloadTooLarge as error:
+        return _error(error.status, error.code, error.message)
+    except InvalidJson as error:
+        return _error(HTTPStatus.BAD_REQUEST, error.code, error.message)
+    if not isinstance(body, dict) or set(body) != {"token"}:
+        return _error(HTTPStatus.BAD_REQUEST, "invalid_input", "expected {token}")
+    try:
+        voted = console_policy_vote(
+            proposal=proposal,
+            token_b64=body["token"],
+            user=request.user,  # type: ignore[arg-type]
+        )
+    except DomainError as error:
+        return _refusal(error)
+    return JsonResponse({**proposal_state(voted), "takes_votes": voted.takes_votes})

@@ -64,6 +64,11 @@ def slack_text(event: Event) -> str:
         return (
             f":scroll: Policy deployed: `{data.get('policy_id')}` ({data.get('rule_count')} rules)"
         )
+    if kind == "policy.break_glass":
+        return (
+            f":rotating_light: Policy `{data.get('policy_id')}` activated without the quorum "
+            f"({data.get('approved_count')}/{data.get('quorum')} approvals): {data.get('reason')}"
+        )
     if kind == "quota.threshold":
         return (
             f":warning: {data.get('threshold_percent')}% of the monthly receipt cap reached "

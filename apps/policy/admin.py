@@ -31,12 +31,19 @@ from unfold.widgets import (
 
 from apps.common.errors import DomainError
 from apps.policy.errors import PolicyFloorBypass
-from apps.policy.models import PolicyDeployment, PolicyHead, PolicyVersion
+from apps.policy.models import (
+    PolicyDeployment,
+    PolicyHead,
+    PolicyProposal,
+    PolicyVersion,
+    ProposalStatus,
+)
 from apps.policy.preview import policy_preview
-from apps.policy.services import policy_deploy, policy_validate
+from apps.policy.selectors import EMPTY_POLICY_HASH
+from apps.policy.services import PolicyChange, policy_deploy, policy_validate
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
 from apps.tenancy.audit_trail import Actor
-from apps.tenancy.models import Org
+from apps.tenancy.models import Org, Role
 
 DIFF_LINE_STYLES = {"+": "background:#e6ffec", "-": "background:#ffebe9", "@": "color:#6e7781"}
 
@@ -137,6 +144,24 @@ class PolicyPreviewForm(forms.Form):
         return validated_toml(self.cleaned_data.get("toml") or "")
 
 
+def _tell(request: HttpRequest, deployed: PolicyChange, org: Org) -> None:
+    """What a console deploy did: activated, or proposed to the org's approvers."""
+    version = deployed.version
+    if deployed.activated:
+        messages.success(request, f"{org}: {version.policy_id} is active.")
+        return
+    assert deployed.proposal is not None
+    messages.warning(
+        request,
+        format_html(
+            "{}: {} is proposed: it activates once {} approver key(s) approve it on its "
+            '<a href="{}">signing page</a>.',
+            org, version.policy_id, deployed.proposal.quorum,
+            reverse("console-policy-proposal", args=[version.policy_id]),
+        ),
+    )  # fmt: skip
+
+
 @admin.register(PolicyVersion)
 class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
     list_display = ["policy_id", "org", "rule_count", "is_active", "created_at"]
@@ -169,14 +194,15 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         return False if obj is not None else super().has_change_permission(request, obj)
 
     def save_model(self, request: HttpRequest, obj: PolicyVersion, form: Any, change: bool) -> None:
-        version = policy_deploy(
+        deployed = policy_deploy(
             org=obj.org,
             toml=form.cleaned_data["toml"],
             actor=Actor.console(request.user),
         )
+        version = deployed.version
         for field in ("pk", "policy_id", "policy_hash", "rule_count", "created_at"):
             setattr(obj, field, getattr(version, field))
-        messages.success(request, f"Deployed {version.policy_id} for {obj.org}.")
+        _tell(request, deployed, obj.org)
 
     def breadcrumb(self, obj: PolicyVersion) -> str:
         rules = f"{obj.rule_count} rule{'s' if obj.rule_count != 1 else ''}"
@@ -216,12 +242,12 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         if not can_write(request, version.org_id):
             messages.error(request, f"{version.policy_id}: rolling back needs the manager role")
             return False
-        policy_deploy(
+        deployed = policy_deploy(
             org=version.org,
             toml=version.toml,
             actor=Actor.console(request.user),
         )
-        messages.success(request, f"{version.org}: {version.policy_id} is active again.")
+        _tell(request, deployed, version.org)
         return True
 
     @admin.action(description="Roll back to the selected version (re-deploy it)")
@@ -347,3 +373,109 @@ class PolicyDeploymentAdmin(OrgScopedAdmin[PolicyDeployment]):
         self, request: HttpRequest, obj: PolicyDeployment | None = None
     ) -> bool:
         return False
+
+
+class BreakGlassForm(forms.Form):
+    reason = forms.CharField(
+        widget=UnfoldAdminTextareaWidget(attrs={"rows": 3, "cols": 80}),
+        max_length=2000,
+        label="Why the quorum cannot wait (recorded, and sent as policy.break_glass)",
+    )
+
+
+@admin.register(PolicyProposal)
+class PolicyProposalAdmin(OrgScopedAdmin[PolicyProposal]):
+    """Co-signed changes: their state, votes and diff; an owner's break-glass."""
+
+    list_display = ["created_at", "org", "version", "status", "votes_shown", "proposed_by_name",
+                    "signing_page"]  # fmt: skip
+    list_filter = [OrgFilter, "status"]
+    change_form_template = "admin/policy/policyproposal/change_form.html"
+    fields = ("org", "version", "previous_version", "status", "votes_shown", "roster",
+              "proposed_by_name", "proposed_via", "created_at", "resolved_at",
+              "break_glass_reason", "break_glass_at", "ratified_at", "diff_shown",
+              "signing_page")  # fmt: skip
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: PolicyProposal | None = None
+    ) -> bool:
+        return False
+
+    @admin.display(description="Approvals")
+    def votes_shown(self, obj: PolicyProposal) -> str:
+        return f"{obj.approved_count} / {obj.quorum}"
+
+    @admin.display(description="Diff")
+    def diff_shown(self, obj: PolicyProposal) -> str:
+        return format_html('<pre class="policy-diff">{}</pre>', obj.diff or "(identical)")
+
+    @admin.display(description="Signing page")
+    def signing_page(self, obj: PolicyProposal) -> str:
+        if not obj.takes_votes:
+            return "-"
+        url = reverse("console-policy-proposal", args=[obj.version.policy_id])
+        return format_html('<a href="{}">sign</a>', url)
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:proposal_id>/break-glass/", wrap(self.break_glass_view),
+                 name="policy_policyproposal_break_glass"),
+            *super().get_urls(),
+        ]  # fmt: skip
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        proposal = self.get_queryset(request).filter(pk=object_id).first()
+        can_break_glass = (
+            proposal is not None
+            and proposal.status == ProposalStatus.OPEN
+            and can_write(request, proposal.org_id, Role.OWNER)
+        )
+        extra = {**(extra_context or {}), "can_break_glass": can_break_glass,
+                 "break_glass_form": BreakGlassForm()}  # fmt: skip
+        return super().change_view(request, object_id, form_url, extra)
+
+    def break_glass_view(self, request: HttpRequest, proposal_id: int) -> HttpResponse:
+        """Activate an open proposal now, without the quorum (owner, POST, a reason)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        proposal = self.get_queryset(request).filter(pk=proposal_id).first()
+        if proposal is None:
+            raise Http404("no such proposal")
+        if not can_write(request, proposal.org_id, Role.OWNER):
+            raise PermissionDenied
+        back = HttpResponseRedirect(
+            reverse("admin:policy_policyproposal_change", args=[proposal.pk])
+        )
+        form = BreakGlassForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "Break-glass needs a written reason.")
+            return back
+        previous = proposal.previous_version
+        try:
+            policy_deploy(
+                org=proposal.org,
+                toml=proposal.version.toml,
+                expected_policy_hash=previous.policy_hash if previous else EMPTY_POLICY_HASH,
+                actor=Actor.console(request.user),
+                break_glass_reason=form.cleaned_data["reason"],
+            )
+        except DomainError as error:
+            messages.error(request, f"Refused: {error.message}")
+            return back
+        messages.warning(
+            request,
+            f"{proposal.version.policy_id} is active without the quorum (break-glass); it "
+            "shows on the dashboard until the quorum approves it or it is replaced.",
+        )
+        return back

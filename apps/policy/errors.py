@@ -45,3 +45,34 @@ class PolicyPinMismatch(DomainError):
 
 class PolicyNotFound(NotFound):
     code = "policy_not_found"
+
+
+class PolicyProposalOpen(DomainError):
+    """A proposal is refused while another one is open for the org (409)."""
+
+    code = "policy_proposal_open"
+
+    def __init__(self, message: str, open_policy_id: str) -> None:
+        super().__init__(message)
+        self.open_policy_id = open_policy_id
+
+    def body_extras(self) -> dict[str, object]:
+        return {"open_policy_id": self.open_policy_id}
+
+
+class PolicyProposalClosed(DomainError):
+    """A vote on a proposal that no longer takes votes (409)."""
+
+    code = "policy_proposal_closed"
+
+
+class PolicyProposalNotFound(NotFound):
+    code = "policy_proposal_not_found"
+
+
+class BreakGlassRefused(DomainError):
+    """Break-glass needs a quorum to break and a written reason (422)."""
+
+    status = HTTPStatus.UNPROCESSABLE_ENTITY
+    teampath_status = HTTPStatus.BAD_REQUEST
+    code = "break_glass_refused"

@@ -75,3 +75,117 @@ class PolicyDeployment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.org_id} {self.deployed_at:%Y-%m-%d %H:%M} {self.version_id}"
+
+
+class ProposalStatus(models.TextChoices):
+    """Where a co-signed policy change stands. Votes are taken while ``open`` and, to
+    approve it after the fact, while ``break_glass``."""
+
+    OPEN = "open", "Open: collecting approvals"
+    ACTIVATED = "activated", "Activated by the quorum"
+    BREAK_GLASS = "break_glass", "Activated without the quorum (break-glass)"
+    REJECTED = "rejected", "Rejected by an approver"
+    SUPERSEDED = "superseded", "Superseded: another version became active"
+
+
+VOTING_STATUSES = (ProposalStatus.OPEN, ProposalStatus.BREAK_GLASS)
+
+
+class PolicyProposal(models.Model):
+    """A policy change waiting for (or approved by) ``quorum`` approver keys.
+
+    With the org's ``policy_quorum`` above 0 every deploy path creates one instead of
+    activating. Approvers vote with approval tokens over the change's statement
+    (``apps.policy.cosign``); the vote path locks this row, so concurrent votes are each
+    counted once and the k-th activates the version exactly once. At most one is open per
+    org. A break-glass activation is one too, activated at once and still taking the votes
+    that approve it after the fact.
+    """
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    # The pin it replaces (None: the fail-safe empty policy); part of the signed statement.
+    previous_version = models.ForeignKey(
+        PolicyVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    quorum = models.PositiveSmallIntegerField()
+    status = models.CharField(
+        max_length=16, choices=ProposalStatus.choices, default=ProposalStatus.OPEN
+    )
+    # Unified diff of the replaced text against the proposed one, as proposed.
+    diff = models.TextField(blank=True, default="")
+    # The replay of recent verified receipts under the proposed policy, once something
+    # computes it; None until then.
+    replay = models.JSONField(null=True, blank=True)
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
+    proposed_via = models.CharField(max_length=16, choices=DeployChannel.choices)
+    proposed_by_name = models.CharField(max_length=150, blank=True, default="")
+    # Sorted b64 approver keys that may vote, frozen at the first vote (server.md §6).
+    roster = models.JSONField(default=list, blank=True)
+    roster_frozen_at = models.DateTimeField(null=True, blank=True)
+    approved_count = models.PositiveIntegerField(default=0)
+    break_glass_reason = models.TextField(blank=True, default="")
+    break_glass_at = models.DateTimeField(null=True, blank=True)
+    # A break-glass activation the quorum approved afterwards.
+    ratified_at = models.DateTimeField(null=True, blank=True)
+    deployment = models.OneToOneField(
+        PolicyDeployment, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["org"], name="policy_proposal_one_open",
+                condition=models.Q(status="open"),
+            )
+        ]  # fmt: skip
+        indexes = [
+            models.Index(fields=["org", "-created_at"], name="policy_proposal_org_time"),
+        ]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} {self.status}"
+
+    @property
+    def takes_votes(self) -> bool:
+        """Open, or activated by break-glass and not yet approved or closed afterwards."""
+        return self.status in VOTING_STATUSES
+
+
+class PolicyProposalVote(models.Model):
+    """One approver key's verified approval token on a proposal. The nonce is unique
+    (never reused); one counted vote per key and proposal."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    proposal = models.ForeignKey(PolicyProposal, on_delete=models.CASCADE, related_name="votes")
+    approver_public_key = models.CharField(max_length=44)
+    approver_key_id = models.CharField(max_length=100)
+    decision = models.CharField(max_length=16)
+    nonce = models.CharField(max_length=64, unique=True)
+    expiry = models.BigIntegerField()
+    # The token as submitted (base64), so anyone can verify the approval offline.
+    token_b64 = models.TextField()
+    # The member whose session submitted it (dashboard plane, console); None for an API key.
+    cast_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
+    cast_via = models.CharField(max_length=16)
+    voted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["proposal", "approver_public_key"], name="policy_vote_once_per_key"
+            )
+        ]
+        ordering = ["voted_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.approver_public_key[:10]}… {self.decision}"

@@ -1,19 +1,45 @@
-"""The one write path for policy: ``policy_deploy`` (API, console and command alike)."""
+"""The one write path for policy: ``policy_deploy`` (API, console and command alike).
+
+With the org's ``policy_quorum`` at 0 a deploy activates at once. Above 0 it becomes a
+``PolicyProposal`` that activates when that many approver keys approved it
+(``apps.policy.votes``), or at once by an owner's break-glass, which the quorum may
+approve after the fact.
+"""
 
 from __future__ import annotations
 
+import difflib
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.common import outbound
 from apps.common.timestamps import utc_text
-from apps.policy.errors import PolicyFloorBypass, PolicyParseRejected, PolicyPinMismatch
-from apps.policy.models import DeployChannel, PolicyDeployment, PolicyHead, PolicyVersion
+from apps.policy.errors import (
+    BreakGlassRefused,
+    PolicyFloorBypass,
+    PolicyParseRejected,
+    PolicyPinMismatch,
+    PolicyProposalOpen,
+)
+from apps.policy.models import (
+    VOTING_STATUSES,
+    DeployChannel,
+    PolicyDeployment,
+    PolicyHead,
+    PolicyProposal,
+    PolicyVersion,
+    ProposalStatus,
+)
 from apps.policy.rules import Policy, load_policy, policy_hash, policy_id_for_hash
 from apps.policy.selectors import EMPTY_POLICY_HASH
 from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
 from apps.tenancy.models import AuditKind, Org
+
+MAX_BREAK_GLASS_REASON = 2000
 
 
 def policy_text_normalize(toml: str) -> str:
@@ -41,22 +67,43 @@ def policy_validate(*, toml: str) -> Policy:
     return loaded.policy
 
 
+@dataclass(frozen=True)
+class PolicyChange:
+    """What a deploy did: ``version`` is the text's version; ``proposal`` is set when the
+    change waits for approvals, or was activated by break-glass."""
+
+    version: PolicyVersion
+    proposal: PolicyProposal | None = None
+
+    @property
+    def activated(self) -> bool:
+        """Whether ``version`` is the active pin now (a waiting proposal: not yet)."""
+        return self.proposal is None or self.proposal.status != ProposalStatus.OPEN
+
+
 def policy_deploy(
     *,
     org: Org,
     toml: str,
     expected_policy_hash: str | None = None,
     actor: Actor = OPERATOR,
-) -> PolicyVersion:
-    """Validate, then activate ``toml`` (line endings normalised: ``policy_text_normalize``)
-    for ``org``; return the (possibly existing) version.
+    break_glass_reason: str | None = None,
+) -> PolicyChange:
+    """Validate ``toml`` (line endings normalised: ``policy_text_normalize``), then
+    activate it for ``org``, or, when the org's ``policy_quorum`` is above 0, propose it.
 
     Validation happens before any write. The org's ``PolicyHead`` row is locked for the
     pin comparison and the switch, so of concurrent deploys expecting the same hash exactly
     one wins and the others get ``PolicyPinMismatch``. Deploying the active text again is a
-    no-op that returns the active version (no history row); deploying an older text
-    re-activates its version under its old id and records the deployment (its channel is
-    how the actor acts: console, API or command) and the org's audit event.
+    no-op that returns the active version (no history row, no proposal); deploying an older
+    text re-activates its version under its old id and records the deployment (its channel
+    is how the actor acts: console, API or command) and the org's audit event.
+
+    With a quorum: a proposal (the text's version, the pin it replaces, the diff) waits for
+    approvals, refused while another proposal is open (409). ``break_glass_reason`` (an
+    owner's act: the callers check the role) activates it at once without the quorum; it
+    is recorded, emits ``policy.break_glass`` and still takes the votes that approve it
+    afterwards.
     """
     toml = policy_text_normalize(toml)
     policy = policy_validate(toml=toml)
@@ -72,7 +119,11 @@ def policy_deploy(
                 active_policy_hash=active_hash,
             )
         if active_version is not None and active_version.policy_hash == new_hash:
-            return active_version
+            return PolicyChange(version=active_version)
+        # Read under the head's lock: a quorum set meanwhile applies to this deploy.
+        quorum = Org.objects.values_list("policy_quorum", flat=True).get(pk=org.pk)
+        if break_glass_reason is not None:
+            reason = _break_glass_reason(break_glass_reason, quorum)
         version, _ = PolicyVersion.objects.get_or_create(
             org=org,
             policy_hash=new_hash,
@@ -82,35 +133,219 @@ def policy_deploy(
                 "rule_count": len(policy.rules),
             },
         )
-        now = timezone.now()
-        head.version = version
-        head.activated_at = now
-        head.save(update_fields=["version", "activated_at"])
-        PolicyDeployment.objects.create(
-            org=org,
-            version=version,
-            previous_version=active_version,
-            deployed_by=actor.user if isinstance(actor.user, User) else None,
-            channel=DeployChannel(actor.via),
-            deployed_at=now,
+        if quorum == 0:
+            policy_activate_locked(
+                org=org, head=head, version=version, previous=active_version, actor=actor
+            )
+            return PolicyChange(version=version)
+        if break_glass_reason is not None:
+            return PolicyChange(
+                version=version,
+                proposal=_break_glass(
+                    org=org, head=head, version=version, previous=active_version,
+                    quorum=quorum, reason=reason, actor=actor,
+                ),
+            )  # fmt: skip
+        proposal = _propose(
+            org=org, version=version, previous=active_version, quorum=quorum, actor=actor
         )
-        org_audit_record(
-            org=org, kind=AuditKind.POLICY_DEPLOYED, actor=actor,
-            summary=f"policy {version.policy_id} deployed ({version.rule_count} rules)",
-            detail={"policy_id": version.policy_id, "policy_hash": new_hash,
-                    "previous_policy_hash": active_hash},
+    return PolicyChange(version=version, proposal=proposal)
+
+
+def _break_glass_reason(text: str, quorum: int) -> str:
+    if quorum == 0:
+        raise BreakGlassRefused(
+            "this org's policy changes need no approvals (policy_quorum 0): deploy without "
+            "break_glass_reason"
+        )
+    reason = text.strip()
+    if not reason:
+        raise BreakGlassRefused("break_glass_reason: write why the quorum cannot wait")
+    if len(reason) > MAX_BREAK_GLASS_REASON:
+        raise BreakGlassRefused(f"break_glass_reason: at most {MAX_BREAK_GLASS_REASON} characters")
+    return reason
+
+
+def policy_text_diff(old: str, new: str, old_name: str, new_name: str) -> str:
+    """The unified diff a proposal carries (the text it replaces against its own)."""
+    lines = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), old_name, new_name, lineterm=""
+    )
+    return "\n".join(lines)
+
+
+def _open_proposal(org: Org) -> PolicyProposal | None:
+    return (
+        PolicyProposal.objects.filter(org=org, status=ProposalStatus.OPEN)
+        .select_related("version")
+        .first()
+    )
+
+
+def _propose(
+    *,
+    org: Org,
+    version: PolicyVersion,
+    previous: PolicyVersion | None,
+    quorum: int,
+    actor: Actor,
+) -> PolicyProposal:
+    """A new open proposal (under the head's lock, so two deploys never both open one)."""
+    already = _open_proposal(org)
+    if already is not None:
+        raise PolicyProposalOpen(
+            f"proposal {already.version.policy_id} is still open for this org: it must be "
+            "activated, rejected or superseded first",
+            open_policy_id=already.version.policy_id,
+        )
+    previous_name = previous.policy_id if previous else "(fail-safe empty policy)"
+    try:
+        with transaction.atomic():
+            proposal = PolicyProposal.objects.create(
+                org=org, version=version, previous_version=previous, quorum=quorum,
+                diff=policy_text_diff(previous.toml if previous else "", version.toml,
+                                      previous_name, version.policy_id),
+                proposed_by=actor.user if isinstance(actor.user, User) else None,
+                proposed_via=DeployChannel(actor.via), proposed_by_name=actor.name[:150],
+            )  # fmt: skip
+    except IntegrityError:  # the one-open constraint, should the lock ever be bypassed
+        raise PolicyProposalOpen(
+            "another proposal is open for this org", open_policy_id=""
+        ) from None
+    org_audit_record(
+        org=org, kind=AuditKind.POLICY_PROPOSED, actor=actor,
+        summary=f"policy {version.policy_id} proposed: {quorum} approval(s) needed",
+        detail={"policy_id": version.policy_id, "policy_hash": version.policy_hash,
+                "previous_policy_hash": previous.policy_hash if previous else "",
+                "quorum": quorum},
+    )  # fmt: skip
+    return proposal
+
+
+def _break_glass(
+    *,
+    org: Org,
+    head: PolicyHead,
+    version: PolicyVersion,
+    previous: PolicyVersion | None,
+    quorum: int,
+    reason: str,
+    actor: Actor,
+) -> PolicyProposal:
+    """Activate without the quorum: the open proposal of this very change becomes the
+    break-glass one (its votes so far stay counted), any other is superseded by it."""
+    now = timezone.now()
+    proposal = _open_proposal(org)
+    if proposal is None or proposal.version_id != version.pk:
+        previous_name = previous.policy_id if previous else "(fail-safe empty policy)"
+        if proposal is not None:
+            _close(proposal, ProposalStatus.SUPERSEDED, now)
+        proposal = PolicyProposal.objects.create(
+            org=org, version=version, previous_version=previous, quorum=quorum,
+            status=ProposalStatus.BREAK_GLASS,
+            diff=policy_text_diff(previous.toml if previous else "", version.toml,
+                                  previous_name, version.policy_id),
+            proposed_by=actor.user if isinstance(actor.user, User) else None,
+            proposed_via=DeployChannel(actor.via), proposed_by_name=actor.name[:150],
         )  # fmt: skip
-        outbound.emit(
-            org_id=org.pk,
-            event_type="policy.deployed",
-            payload=lambda: {
-                "policy_id": version.policy_id,
-                "policy_hash": version.policy_hash,
+    proposal.status = ProposalStatus.BREAK_GLASS
+    proposal.break_glass_reason = reason
+    proposal.break_glass_at = now
+    proposal.deployment = policy_activate_locked(
+        org=org, head=head, version=version, previous=previous, actor=actor, now=now,
+        proposal=proposal,
+    )  # fmt: skip
+    proposal.save()
+    org_audit_record(
+        org=org, kind=AuditKind.POLICY_BREAK_GLASS, actor=actor,
+        summary=f"policy {version.policy_id} activated without the quorum: {reason}",
+        detail={"policy_id": version.policy_id, "policy_hash": version.policy_hash,
+                "previous_policy_hash": previous.policy_hash if previous else "",
+                "quorum": quorum, "approved_count": proposal.approved_count,
+                "reason": reason},
+    )  # fmt: skip
+    outbound.emit(
+        org_id=org.pk,
+        event_type="policy.break_glass",
+        payload=lambda: {
+            "policy_id": version.policy_id,
+            "policy_hash": version.policy_hash,
+            "previous_policy_hash": previous.policy_hash if previous else EMPTY_POLICY_HASH,
+            "quorum": quorum,
+            "approved_count": proposal.approved_count,
+            "reason": reason,
+            "activated_by": actor.name or None,
+            "activated_at": utc_text(now),
+        },
+    )
+    return proposal
+
+
+def _close(proposal: PolicyProposal, status: ProposalStatus, now: datetime) -> None:
+    proposal.status = status
+    proposal.resolved_at = now
+    proposal.save(update_fields=["status", "resolved_at"])
+
+
+def policy_activate_locked(
+    *,
+    org: Org,
+    head: PolicyHead,
+    version: PolicyVersion,
+    previous: PolicyVersion | None,
+    actor: Actor,
+    now: datetime | None = None,
+    proposal: PolicyProposal | None = None,
+    approvers: list[dict[str, str]] | None = None,
+) -> PolicyDeployment:
+    """Make ``version`` the active pin on the locked ``head``: the deployment row, the
+    org's audit record and the ``policy.deployed`` event (naming the approvers of a
+    co-signed change), in the caller's transaction. Every other proposal still taking
+    votes is superseded: the pin it was made against has moved (a break-glass one has been
+    replaced)."""
+    now = now or timezone.now()
+    active_hash = previous.policy_hash if previous else EMPTY_POLICY_HASH
+    head.version = version
+    head.activated_at = now
+    head.save(update_fields=["version", "activated_at"])
+    deployment = PolicyDeployment.objects.create(
+        org=org,
+        version=version,
+        previous_version=previous,
+        deployed_by=actor.user if isinstance(actor.user, User) else None,
+        channel=DeployChannel(actor.via),
+        deployed_at=now,
+    )
+    others = PolicyProposal.objects.filter(org=org, status__in=VOTING_STATUSES)
+    if proposal is not None:
+        others = others.exclude(pk=proposal.pk)
+    others.update(status=ProposalStatus.SUPERSEDED, resolved_at=now)
+    how = "deployed"
+    if approvers:
+        how = f"deployed, approved by {len(approvers)} approver key(s)"
+    elif proposal is not None and proposal.break_glass_at is not None:
+        how = "deployed without the quorum (break-glass)"
+    org_audit_record(
+        org=org, kind=AuditKind.POLICY_DEPLOYED, actor=actor,
+        summary=f"policy {version.policy_id} {how} ({version.rule_count} rules)",
+        detail={"policy_id": version.policy_id, "policy_hash": version.policy_hash,
                 "previous_policy_hash": active_hash,
-                "rule_count": version.rule_count,
-                "channel": actor.via,
-                "deployed_by": actor.name or None,
-                "deployed_at": utc_text(now),
-            },
-        )
-    return version
+                **({"approvers": approvers} if approvers else {}),
+                **({"break_glass": True} if proposal is not None and not approvers else {})},
+    )  # fmt: skip
+    outbound.emit(
+        org_id=org.pk,
+        event_type="policy.deployed",
+        payload=lambda: {
+            "policy_id": version.policy_id,
+            "policy_hash": version.policy_hash,
+            "previous_policy_hash": active_hash,
+            "rule_count": version.rule_count,
+            "channel": actor.via,
+            "deployed_by": actor.name or None,
+            "deployed_at": utc_text(now),
+            "approvers": approvers or [],
+            "break_glass": proposal is not None and not approvers,
+        },
+    )
+    return deployment

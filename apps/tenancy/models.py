@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 
@@ -57,6 +57,10 @@ class Role(models.TextChoices):
         return self.rank >= other.rank
 
 
+# More approvals than any org has approvers would only lock its policy.
+MAX_POLICY_QUORUM = 32
+
+
 class Org(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -97,6 +101,13 @@ class Org(models.Model):
         db_default=False,
         help_text="Confirm at once the approver keys members enroll after signing in with "
         "single sign-on (otherwise an owner or manager confirms each key).",
+    )
+    # Co-signed deploys: how many of the org's approver keys must approve a policy change
+    # before it activates (0: a deploy activates at once). Only an owner sets it.
+    policy_quorum = models.PositiveSmallIntegerField(
+        default=0,
+        validators=[MaxValueValidator(MAX_POLICY_QUORUM)],
+        help_text="Approvals a policy change needs before it activates; 0: none.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -206,6 +217,10 @@ class AuditKind(models.TextChoices):
     MEMBERSHIP_ROLE_CHANGED = "membership.role_changed", "Member's role changed"
     MEMBERSHIP_REMOVED = "membership.removed", "Member removed"
     POLICY_DEPLOYED = "policy.deployed", "Policy deployed"
+    POLICY_QUORUM_SET = "policy.quorum_set", "Policy quorum set"
+    POLICY_PROPOSED = "policy.proposed", "Policy change proposed"
+    POLICY_PROPOSAL_CLOSED = "policy.proposal_closed", "Policy proposal closed"
+    POLICY_BREAK_GLASS = "policy.break_glass", "Policy activated without the quorum"
     APPROVER_KEY_REGISTERED = "approver_key.registered", "Approver key registered"
     APPROVER_KEY_ROTATED = "approver_key.rotated", "Approver key rotated"
     APPROVER_KEY_REVOKED = "approver_key.revoked", "Approver key revoked"

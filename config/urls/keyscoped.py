@@ -35,7 +35,14 @@ from apps.api.keyscoped.members import (
     InvitationResendApi,
     InvitationRevokeApi,
 )
-from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
+from apps.api.keyscoped.policy import (
+    PolicyApprovalsApi,
+    PolicyDeployApi,
+    PolicyPreviewApi,
+    PolicyProposalVoteApi,
+    PolicyPullApi,
+    PolicyQuorumApi,
+)
 from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.api.schema_views import schema_urlpatterns
 from apps.api.scim.urls import urlpatterns as scim_urlpatterns
@@ -57,6 +64,17 @@ urlpatterns = [
     path("v1/policy/pull", PolicyPullApi.as_view(), name="policy-pull"),
     path("v1/policy", PolicyDeployApi.as_view(), name="policy-deploy"),
     path("v1/policy/preview", PolicyPreviewApi.as_view(), name="policy-preview"),
+    path("v1/policy/quorum", PolicyQuorumApi.as_view(), name="policy-quorum"),
+    path(
+        "v1/policy/proposals/<str:policy_id>/votes",
+        PolicyProposalVoteApi.as_view(),
+        name="policy-proposal-votes",
+    ),
+    path(
+        "v1/policy/approvals/<str:policy_hash>",
+        PolicyApprovalsApi.as_view(),
+        name="policy-approvals",
+    ),
     path("v1/approvals", ApprovalOpenApi.as_view(), name="approval-open"),
     path("v1/approvals/<str:action_hash>", ApprovalDetailApi.as_view(), name="approval-detail"),
     path(

@@ -6,6 +6,10 @@ than its snapshot, never less: every path and method, every response status and 
 type, every parameter, and every property of every request and response body (``$ref`` and
 ``allOf`` resolved, arrays and maps followed, recursively) must still be there. The shapes
 are compared, not the component names.
+
+A change that adds to a document retakes both snapshots (sorted keys, one-space indent)::
+
+    DJANGO_SETTINGS_MODULE=config.settings.test python -m tests.api.retake_openapi_snapshots
 """
 
 from __future__ import annotations

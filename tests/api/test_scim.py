@@ -133,7 +133,8 @@ def test_deactivating_a_person_ends_membership_sessions_and_approver_keys(cast, 
     done = OrgAuditEvent.objects.get(kind=AuditKind.MEMBER_DEPROVISIONED)
     assert done.detail == {
         "username": "dana@acme.example", "reason": "deactivated by the identity provider",
-        "approver_keys": ["dana-laptop", "dana-phone"], "membership_removed": True, "account_deactivated": True,
+        "approver_keys": ["dana-laptop", "dana-phone"], "membership_removed": True,
+        "account_deactivated": True,
     }  # fmt: skip
     assert (done.via, done.actor) == ("scim", f"SCIM token {scim_token_prefix(scim)}")
     assert OrgAuditEvent.objects.filter(kind=AuditKind.APPROVER_KEY_REVOKED, via="scim").exists()

@@ -70,7 +70,7 @@ def test_the_export_holds_every_file_and_the_manifest_hashes_them(cast, dashboar
     files = unpack(response)
     assert set(files) == {
         "manifest.json", "receipts.jsonl", "chain.json", "approvals.json",
-        "approver_keys.json", "sessions.json", "VERIFY.md",
+        "approver_keys.json", "policy_approvals.json", "sessions.json", "VERIFY.md",
     }  # fmt: skip
     manifest = json.loads(files["manifest.json"])
     assert (manifest["org"], manifest["receipts"]) == ("acme", 4)

@@ -33,7 +33,7 @@ from tests.audit.test_evidence_sessions import REVIEW
 from tests.receipts.factories import Agent
 
 JSON_MEMBERS = ("manifest.json", "chain.json", "approvals.json", "approver_keys.json",
-                "sessions.json")  # fmt: skip
+                "policy_approvals.json", "sessions.json")  # fmt: skip
 # Code point order (Python's), not a locale's: "B" < "a-2" < "a1" < "b" < "é".
 SESSION_IDS = ("b", "é", "a1", "B", "a-2")
 

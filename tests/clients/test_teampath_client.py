@@ -26,7 +26,7 @@ def client(live_server: Any, cast: Any) -> TeamPathClient:
 
 
 def test_fetch_policy_returns_the_bundle(client, cast):
-    version = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    version = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
     bundle = client.fetch_policy()
     assert bundle["version"] == version.policy_id
     assert [rule["id"] for rule in bundle["rules"]] == ["search.allow"]

@@ -259,8 +259,8 @@ def test_a_manager_cannot_deploy_to_another_org(cast) -> None:
 
 
 def test_compare_any_two_versions_of_an_org(cast) -> None:
-    old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
-    new = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
+    old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
+    new = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH).version
     viewer = member("viewer")
     page = viewer.get("/admin/policy/policyversion/compare/", {"old": old.pk, "new": new.pk})
     html = page.content.decode()
@@ -282,9 +282,9 @@ def test_compare_any_two_versions_of_an_org(cast) -> None:
 )
 def test_compare_refuses_what_is_not_two_versions_of_the_members_org(cast, old, new) -> None:
     versions = {
-        "acme-old": policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).pk,
-        "acme-new": policy_deploy(org=cast.acme, toml=BLOCK_SEARCH).pk,
-        "globex": policy_deploy(org=cast.globex, toml=ALLOW_SEARCH).pk,
+        "acme-old": policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version.pk,
+        "acme-new": policy_deploy(org=cast.acme, toml=BLOCK_SEARCH).version.pk,
+        "globex": policy_deploy(org=cast.globex, toml=ALLOW_SEARCH).version.pk,
         "x": "x",
     }
     answer = member("viewer").get(
@@ -294,7 +294,7 @@ def test_compare_refuses_what_is_not_two_versions_of_the_members_org(cast, old, 
 
 
 def test_the_rollback_button_redeploys_through_the_service(cast) -> None:
-    old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
     policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
     url = f"/admin/policy/policyversion/{old.pk}/rollback/"
     assert member("viewer").post(url).status_code == HTTPStatus.FORBIDDEN
@@ -310,7 +310,7 @@ def test_the_rollback_button_redeploys_through_the_service(cast) -> None:
     history = PolicyDeployment.objects.filter(org=cast.acme).order_by("-id").first()
     assert (history.channel, history.deployed_by.username) == ("console", "acme-manager")
     assert logged("acme-manager", "deployed")
-    globex = policy_deploy(org=cast.globex, toml=ALLOW_SEARCH)
+    globex = policy_deploy(org=cast.globex, toml=ALLOW_SEARCH).version
     assert manager.post(f"/admin/policy/policyversion/{globex.pk}/rollback/").status_code == 404
 
 

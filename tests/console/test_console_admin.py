@@ -144,8 +144,8 @@ def test_roll_back_and_diff(cast, superuser_client) -> None:
     from apps.policy.models import PolicyVersion
     from apps.policy.services import policy_deploy
 
-    old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
-    new = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
+    old = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
+    new = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH).version
     detail = superuser_client.get(f"/admin/policy/policyversion/{new.pk}/change/").content
     assert "+decision = &quot;block&quot;" in detail.decode()
     superuser_client.post(

@@ -24,7 +24,7 @@ def test_a_version_is_clean_and_stored_without_being_activated(cast) -> None:
 @pytest.mark.parametrize("toml", ["", BLOCK_SEARCH], ids=["empty", "one-rule"])
 def test_deploying_its_text_finds_the_same_version(cast, toml) -> None:
     version = PolicyVersionFactory(org=cast.acme, toml=toml)
-    deployed = policy_deploy(org=cast.acme, toml=toml)
+    deployed = policy_deploy(org=cast.acme, toml=toml).version
     assert deployed == version
     assert (deployed.policy_id, deployed.policy_hash, deployed.rule_count) == (
         version.policy_id,

@@ -49,7 +49,7 @@ def test_an_org_without_a_policy_pulls_the_fail_safe_empty_pin(cast) -> None:
 
 
 def test_pull_returns_the_active_toml_with_its_id_and_hash(cast) -> None:
-    version = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    version = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
     body = sdk(cast.acme_policy_only_key.secret).get("/v1/policy/pull").json()
     assert body == {
         "status": "policy",

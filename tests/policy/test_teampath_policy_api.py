@@ -49,7 +49,7 @@ RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 def test_it_serves_the_active_policy_as_a_bundle(acme, cast):
-    version = policy_deploy(org=cast.acme, toml=POLICY)
+    version = policy_deploy(org=cast.acme, toml=POLICY).version
     response = acme.get("/v1/teams/acme/policy")
     assert response.status_code == HTTPStatus.OK
     bundle = response.json()
@@ -93,9 +93,9 @@ def test_fetched_at_is_the_server_clock_in_rfc3339_utc(acme, cast):
 
 
 def test_the_version_follows_each_deploy(acme, cast):
-    first = policy_deploy(org=cast.acme, toml=POLICY)
+    first = policy_deploy(org=cast.acme, toml=POLICY).version
     assert acme.get("/v1/teams/acme/policy").json()["version"] == first.policy_id
-    second = policy_deploy(org=cast.acme, toml=POLICY.replace("order = 30", "order = 40"))
+    second = policy_deploy(org=cast.acme, toml=POLICY.replace("order = 30", "order = 40")).version
     assert second.policy_id != first.policy_id
     assert acme.get("/v1/teams/acme/policy").json()["version"] == second.policy_id
 

@@ -1,30 +1,49 @@
-"""Policy routes: SDK pull (API key) and dashboard deploy and preview (session JWT)."""
+"""Policy routes: SDK pull (API key), dashboard deploy and preview (session JWT), and the
+co-signed deploys: the org's quorum (owner), the votes on a proposal and the approvals of
+an active version (either plane)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from http import HTTPStatus
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
+from django.http import HttpRequest
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.api.authentication import (
+    ApiKeyAuthentication,
+    ApiKeyPrincipal,
+    ConsoleJwtAuthentication,
+    ConsolePrincipal,
+)
 from apps.api.keyscoped.base import DashboardApi, KeyScopedSdkApi
-from apps.api.openapi import keyscoped_error, keyscoped_errors, ok
+from apps.api.openapi import HEX64, keyscoped_error, keyscoped_errors, ok, path_parameter
 from apps.api.permissions import (
     console_principal,
     role_required,
     scope_required,
     sdk_principal,
 )
-from apps.api.serializers import HashField, StrictIntegerField
+from apps.api.serializers import HashField, IsoDateTimeField, StrictCharField, StrictIntegerField
+from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle
+from apps.api.transparency_base import SdkOrSessionAuthentication
+from apps.policy.models import PolicyProposal
 from apps.policy.preview import DecisionChange, PreviewReport, policy_preview
-from apps.policy.selectors import policy_active
+from apps.policy.selectors import policy_active, policy_approvals, proposal_statement
 from apps.policy.services import policy_deploy, policy_validate
+from apps.policy.statement import POLICY_DEPLOY_SCOPE, statement_bytes
+from apps.policy.votes import policy_proposal_vote
 from apps.tenancy.audit_trail import Actor
-from apps.tenancy.models import Role, Scope
+from apps.tenancy.models import MAX_POLICY_QUORUM, Role, Scope
+from apps.tenancy.services import org_set_policy_quorum
 
 
 class PolicyPinSerializer(serializers.Serializer[Any]):
@@ -66,6 +85,108 @@ class _TomlField(serializers.CharField):
         super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
 
 
+class PolicyVoteSerializer(serializers.Serializer[Any]):
+    approver_public_key = serializers.CharField(help_text="Standard base64 of the key.")
+    key_id = serializers.CharField(source="approver_key_id")
+    decision = serializers.ChoiceField(["approved", "rejected"])
+    voted_at = IsoDateTimeField()
+
+    class Meta:
+        ref_name = "PolicyVote"
+
+
+class PolicySignedVoteSerializer(PolicyVoteSerializer):
+    token_b64 = serializers.CharField(help_text="The approval token as submitted, base64.")
+
+    class Meta:
+        ref_name = "PolicySignedVote"
+
+
+class BreakGlassSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(source="break_glass_reason")
+    at = IsoDateTimeField(source="break_glass_at")
+    approved_after = IsoDateTimeField(
+        source="ratified_at", allow_null=True, help_text="When the quorum approved it since."
+    )
+
+    class Meta:
+        ref_name = "PolicyBreakGlass"
+
+
+class _ProposalFields(serializers.Serializer[Any]):
+    """What approvers sign and verify, common to a proposal and an activation's approvals."""
+
+    policy_id = serializers.CharField(source="version.policy_id")
+    policy_hash = HashField(source="version.policy_hash")
+    previous_policy_hash = serializers.SerializerMethodField(
+        help_text='The pin it replaces; `""` for the fail-safe empty policy.'
+    )
+    status = serializers.ChoiceField(["open", "activated", "break_glass", "rejected", "superseded"])
+    quorum = serializers.IntegerField(min_value=1, help_text="Approvals it needs.")
+    approved_count = serializers.IntegerField(min_value=0)
+    scope = serializers.SerializerMethodField(help_text="The scope every vote token carries.")
+    statement = serializers.SerializerMethodField(
+        help_text="What each token signs: its RFC 8785 canonical bytes are `A` (approvals.md §2)."
+    )
+    statement_b64 = serializers.SerializerMethodField(
+        help_text="`A` itself: the statement's canonical bytes, base64."
+    )
+    roster = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The keys that may vote, frozen at the first vote; empty before it.",
+    )
+    break_glass = serializers.SerializerMethodField()
+
+    def get_previous_policy_hash(self, proposal: PolicyProposal) -> str:
+        return str(proposal_statement(proposal)["previous_policy_hash"])
+
+    @extend_schema_field({"type": "string", "enum": [POLICY_DEPLOY_SCOPE]})
+    def get_scope(self, proposal: PolicyProposal) -> str:
+        return POLICY_DEPLOY_SCOPE
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "required": ["type", "org", "policy_hash", "previous_policy_hash", "policy_id"],
+            "properties": {
+                "type": {"type": "string", "enum": ["countersign.policy_change/v1"]},
+                "org": {"type": "string"},
+                "policy_hash": {"type": "string"},
+                "previous_policy_hash": {"type": "string"},
+                "policy_id": {"type": "string"},
+            },
+        }
+    )
+    def get_statement(self, proposal: PolicyProposal) -> dict[str, Any]:
+        return proposal_statement(proposal)
+
+    def get_statement_b64(self, proposal: PolicyProposal) -> str:
+        return base64.b64encode(statement_bytes(proposal_statement(proposal))).decode()
+
+    @extend_schema_field(BreakGlassSerializer(allow_null=True))
+    def get_break_glass(self, proposal: PolicyProposal) -> dict[str, Any] | None:
+        if proposal.break_glass_at is None:
+            return None
+        return dict(BreakGlassSerializer(proposal).data)
+
+
+class PolicyProposalSerializer(_ProposalFields):
+    """A co-signed change: what to sign, and the votes so far."""
+
+    diff = serializers.CharField(help_text="Unified diff of the replaced text to this one.")
+    replay = serializers.JSONField(
+        allow_null=True,
+        help_text="The replay of recent receipts under the proposed policy; null until one "
+        "is computed.",
+    )
+    proposed_by = serializers.CharField(source="proposed_by_name")
+    created_at = IsoDateTimeField()
+    votes = PolicyVoteSerializer(many=True, source="votes.all")
+
+    class Meta:
+        ref_name = "PolicyProposal"
+
+
 class PolicyDeployApi(DashboardApi):
     permission_classes = [role_required(Role.MANAGER)]
 
@@ -79,22 +200,35 @@ class PolicyDeployApi(DashboardApi):
             error_messages={"invalid": "64 lowercase hex"},
             help_text="Optimistic concurrency: deploy only if this is the active pin.",
         )
+        break_glass_reason = StrictCharField(
+            required=False,
+            max_length=2000,
+            help_text="Owner only, where the org has a policy quorum: activate at once "
+            "without it, for this written reason (recorded, `policy.break_glass` sent).",
+        )
 
         class Meta:
             ref_name = "PolicyDeployRequest"
 
     @extend_schema(
         operation_id="policy_deploy",
-        summary="Validate and activate a policy (dashboard, manager or higher)",
+        summary="Validate and activate a policy, or propose it where the org has a quorum "
+        "(dashboard, manager or higher)",
         tags=["policy"],
         request=InputSerializer,
         responses={
             200: ok(PolicyPinSerializer, "The new pin (the same id and hash for the same TOML)."),
+            202: ok(
+                PolicyProposalSerializer,
+                "The org needs approvals (`policy_quorum` > 0): the proposal, what to sign "
+                "and the votes so far.",
+            ),
             **keyscoped_errors(
                 403,
                 413,
                 s409=keyscoped_error(
-                    "A floor-bypass attempt, or `expected_policy_hash` is not the active pin.",
+                    "A floor-bypass attempt, `expected_policy_hash` is not the active pin, or "
+                    "another proposal is open (`open_policy_id`).",
                     "PolicyConflict",
                 ),
                 s422=keyscoped_error(
@@ -108,13 +242,193 @@ class PolicyDeployApi(DashboardApi):
         member = console_principal(request)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        version = policy_deploy(
+        reason = data.validated_data.get("break_glass_reason")
+        if reason is not None and not member.role.at_least(Role.OWNER):
+            raise PermissionDenied("break-glass needs the owner role")
+        change = policy_deploy(
             org=member.org,
             toml=data.validated_data["toml"],
             expected_policy_hash=data.validated_data.get("expected_policy_hash"),
             actor=Actor.api(user=member.membership.user),
+            break_glass_reason=reason,
         )
-        return Response(PolicyPinSerializer(version).data, status=HTTPStatus.OK)
+        if not change.activated:
+            assert change.proposal is not None
+            return Response(
+                PolicyProposalSerializer(change.proposal).data, status=HTTPStatus.ACCEPTED
+            )
+        return Response(PolicyPinSerializer(change.version).data, status=HTTPStatus.OK)
+
+
+class PolicyQuorumApi(DashboardApi):
+    """The org's policy quorum: read by any member, set by an owner."""
+
+    permission_classes = [role_required(Role.VIEWER)]
+
+    class InputSerializer(serializers.Serializer[Any]):
+        policy_quorum = StrictIntegerField(
+            min_value=0,
+            max_value=MAX_POLICY_QUORUM,
+            help_text="Approvals a policy change needs before it activates; 0: none.",
+        )
+
+        class Meta:
+            ref_name = "PolicyQuorum"
+
+    @extend_schema(
+        operation_id="policy_quorum",
+        summary="The org's policy quorum (dashboard, any member)",
+        tags=["policy"],
+        responses={200: ok(InputSerializer), **keyscoped_errors(403)},
+    )
+    def get(self, request: Request) -> Response:
+        org = console_principal(request).org
+        return Response({"policy_quorum": org.policy_quorum})
+
+    @extend_schema(
+        operation_id="policy_quorum_set",
+        summary="Set how many approver keys must approve a policy change (dashboard, owner)",
+        tags=["policy"],
+        request=InputSerializer,
+        responses={200: ok(InputSerializer), **keyscoped_errors(403, 422)},
+    )
+    def put(self, request: Request) -> Response:
+        member = console_principal(request)
+        if not member.role.at_least(Role.OWNER):
+            raise PermissionDenied("setting the policy quorum needs the owner role")
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        org = org_set_policy_quorum(
+            org=member.org,
+            quorum=data.validated_data["policy_quorum"],
+            actor=Actor.api(user=member.membership.user),
+        )
+        return Response({"policy_quorum": org.policy_quorum})
+
+
+class _EitherPlaneApi(KeyScopedSdkApi):
+    """An API key or a console session JWT; each credential goes to its own plane's check
+    only (as the receipt proof route)."""
+
+    authentication_classes = [ApiKeyAuthentication, ConsoleJwtAuthentication]
+    throttle_classes = [OrgRateThrottle, DashboardRateThrottle]
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
+        initialized = super().initialize_request(request, *args, **kwargs)
+        initialized.authenticators = (SdkOrSessionAuthentication(),)
+        return initialized
+
+    @staticmethod
+    def principal(request: Request) -> ApiKeyPrincipal | ConsolePrincipal:
+        principal: object = request.user
+        assert isinstance(principal, ApiKeyPrincipal | ConsolePrincipal)
+        return principal
+
+    @staticmethod
+    def actor(principal: ApiKeyPrincipal | ConsolePrincipal) -> Actor:
+        if isinstance(principal, ApiKeyPrincipal):
+            return Actor.api(api_key=principal.api_key)
+        return Actor.api(user=principal.membership.user)
+
+
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+POLICY_ID_PARAMETER = path_parameter(
+    "policy_id", 'The proposed version\'s id (`"pol_" + policy_hash[:24]`).', "^pol_[0-9a-f]{24}$"
+)
+
+
+class PolicyProposalVoteApi(_EitherPlaneApi):
+    permission_classes = [scope_required(Scope.APPROVALS_WRITE) | role_required(Role.VIEWER)]
+
+    class InputSerializer(serializers.Serializer[Any]):
+        token_b64 = StrictCharField(
+            trim_whitespace=False,
+            max_length=16_384,
+            validators=[RegexValidator(BASE64, message="not valid base64")],
+            help_text="An approval token (approvals.md §1) with scope `policy:deploy` over the "
+            "proposal's statement, standard base64.",
+        )
+
+        class Meta:
+            ref_name = "PolicyVoteRequest"
+
+        def validate_token_b64(self, token_b64: str) -> bytes:
+            try:
+                return base64.b64decode(token_b64, validate=True)
+            except (binascii.Error, ValueError):
+                raise serializers.ValidationError("not valid base64") from None
+
+    @extend_schema(
+        operation_id="policy_proposal_vote",
+        summary="Vote on a proposed policy change with an approval token (SDK: "
+        "approvals:write; dashboard: any member)",
+        tags=["policy"],
+        parameters=[POLICY_ID_PARAMETER],
+        request=InputSerializer,
+        responses={
+            200: ok(PolicyProposalSerializer, "The proposal after the vote."),
+            **keyscoped_errors(
+                403,
+                422,
+                s403=keyscoped_error(
+                    "The credential lacks the scope or role, or the token is rejected (it does "
+                    "not verify over the statement, its key is not registered or not on the "
+                    "roster, its nonce is spent, it expired, its scope is not "
+                    "`policy:deploy`, or its submitter proposed the change)."
+                ),
+                s404=keyscoped_error("No such proposal for the caller's org."),
+                s409=keyscoped_error(
+                    "The key already voted, the proposal takes no more votes, or fewer keys "
+                    "than the quorum are registered."
+                ),
+            ),
+        },
+    )
+    def post(self, request: Request, policy_id: str) -> Response:
+        principal = self.principal(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        proposal = policy_proposal_vote(
+            org=principal.org,
+            policy_id=policy_id,
+            token=data.validated_data["token_b64"],
+            actor=self.actor(principal),
+        )
+        return Response(PolicyProposalSerializer(proposal).data)
+
+
+class PolicyApprovalsSerializer(_ProposalFields):
+    """Everything needed to check offline who approved a version: the statement, its
+    canonical bytes and every vote's token."""
+
+    org = serializers.CharField(source="org.slug")
+    activated_at = IsoDateTimeField(source="deployment.deployed_at")
+    votes = PolicySignedVoteSerializer(many=True, source="votes.all")
+
+    class Meta:
+        ref_name = "PolicyApprovals"
+
+
+class PolicyApprovalsApi(_EitherPlaneApi):
+    permission_classes = [scope_required(Scope.POLICY_READ) | role_required(Role.VIEWER)]
+
+    @extend_schema(
+        operation_id="policy_approvals",
+        summary="The signed approvals that activated a version, for offline verification "
+        "(SDK: policy:read; dashboard: any member)",
+        tags=["policy"],
+        parameters=[path_parameter("policy_hash", "The version's policy_hash.", HEX64)],
+        responses={
+            200: ok(PolicyApprovalsSerializer),
+            **keyscoped_errors(
+                403, s404=keyscoped_error("No co-signed activation of this version.")
+            ),
+        },
+    )
+    def get(self, request: Request, policy_hash: str) -> Response:
+        principal = self.principal(request)
+        proposal = policy_approvals(org=principal.org, policy_hash=policy_hash)
+        return Response(PolicyApprovalsSerializer(proposal).data)
 
 
 class DecisionStepSerializer(serializers.Serializer[Any]):

@@ -27,7 +27,7 @@ from apps.tenancy.services.invitations import (
     invitation_revoke,
 )
 from apps.tenancy.services.memberships import LastOwner, membership_add, membership_remove
-from apps.tenancy.services.orgs import org_create, org_set_limits
+from apps.tenancy.services.orgs import org_create, org_set_limits, org_set_policy_quorum
 
 __all__ = [
     "KEY_PREFIX_LENGTH",
@@ -54,4 +54,5 @@ __all__ = [
     "membership_remove",
     "org_create",
     "org_set_limits",
+    "org_set_policy_quorum",
 ]

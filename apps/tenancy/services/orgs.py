@@ -13,7 +13,7 @@ from django.db import transaction
 
 from apps.common.errors import InvalidInput
 from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
-from apps.tenancy.models import AuditKind, Org, Plan
+from apps.tenancy.models import MAX_POLICY_QUORUM, AuditKind, Org, Plan
 
 
 def org_create(
@@ -93,4 +93,28 @@ def org_set_limits(
                 org=org, kind=AuditKind.ORG_LIMITS_SET, actor=actor, detail=changes,
                 summary=f"limits set: {shown}",
             )  # fmt: skip
+    return org
+
+
+def org_set_policy_quorum(*, org: Org, quorum: int, actor: Actor = OPERATOR) -> Org:
+    """Set how many approver keys must approve a policy change before it activates (0: a
+    deploy activates at once). Only an owner may (the console, the dashboard API and the
+    command check it); the change is audited. Open proposals keep the quorum they were
+    made under."""
+    if isinstance(quorum, bool) or not isinstance(quorum, int):
+        raise InvalidInput("policy_quorum: an integer")
+    if not 0 <= quorum <= MAX_POLICY_QUORUM:
+        raise InvalidInput(f"policy_quorum: from 0 to {MAX_POLICY_QUORUM}")
+    with transaction.atomic():
+        locked = Org.objects.select_for_update().get(pk=org.pk)
+        previous = locked.policy_quorum
+        if previous != quorum:
+            locked.policy_quorum = quorum
+            locked.save(update_fields=["policy_quorum"])
+            org_audit_record(
+                org=locked, kind=AuditKind.POLICY_QUORUM_SET, actor=actor,
+                summary=f"policy quorum set to {quorum} (was {previous})",
+                detail={"policy_quorum": quorum, "previous_policy_quorum": previous},
+            )  # fmt: skip
+    org.policy_quorum = quorum
     return org

@@ -10,7 +10,8 @@
  *             lane, threshold 1) or the §6 payload (quorum lane), key-scoped approvals.
  *
  * Every byte is built by receipt-core.js, the same code the verifier page runs. Exposed for
- * tests: window.mirrorApprover.{publicKey, tokenMessageHex, l1PayloadHex, quorumPayloadHex}.
+ * tests: window.mirrorApprover.{publicKey, tokenMessageHex, l1PayloadHex, quorumPayloadHex},
+ * and signToken for the signing page of a policy change (policy-approver.js).
  *
  * On the devices page (/approve/, signed in) the member enrolls this browser's key: the
  * server issues a one-time challenge, the key signs
@@ -109,12 +110,25 @@
     return payloadOrError(() => core.quorumCosignPayload(suspendedText, threshold, roster, recordText));
   }
 
+  /** An approval token over ``canonical`` (the bytes A) signed with this browser's key:
+   *  the same bytes as a vote on an action, for another statement (a policy change). */
+  async function signToken(decision, scope, canonical) {
+    const key = await loadKey();
+    if (!key) throw new Error("this browser holds no approver key");
+    const nonce = crypto.getRandomValues(new Uint8Array(32));
+    const expiry = Math.floor(Date.now() / 1000) + TOKEN_LIFETIME_SECONDS;
+    const signature = await sign(key, core.approvalTokenMessage(nonce, expiry, decision, scope, canonical));
+    const token = core.encodeApprovalToken(nonce, expiry, decision, scope, signature, core.canonicalB64decode(key.publicB64));
+    return core.b64encode(token);
+  }
+
   window.mirrorApprover = {
     publicKey: async () => {
       const key = await loadKey();
       return key ? key.publicB64 : null;
     },
     createKey: async () => (await createKey()).publicB64,
+    signToken: signToken,
     tokenMessageHex: tokenMessageHex,
     l1PayloadHex: l1PayloadHex,
     quorumPayloadHex: quorumPayloadHex,

@@ -7,6 +7,9 @@
  *   mirrorLinkHash(contentText)    receipts.md §13.1
  *   mirrorVerifySessionChain(text) receipts.md §13.2 outcome (or {error})
  *   mirrorVerifyInput(text)        what the page shows for any accepted input
+ *   mirrorVerifyPolicyApprovals(value)  a co-signed policy change's approvals (the answer of
+ *                                  GET /v1/policy/approvals/{hash}, or an entry of the
+ *                                  evidence export's policy_approvals.json)
  */
 (function () {
   "use strict";
@@ -108,6 +111,70 @@
     return window.MirrorTransparency.verifyProof(actionHash, proof, origin, keys, required, orgId);
   }
 
+  const TOKEN_DOMAIN = core.utf8("heso-approval-token/v1\u0000");
+
+  /**
+   * A co-signed policy change: each vote token is an approval token (approvals.md §1-§3)
+   * whose signed bytes are the statement's RFC 8785 bytes, with scope policy:deploy. An
+   * approving vote counts when it verifies, its key is on the change's roster, and its key
+   * has not counted already; the change is approved when quorum keys count.
+   */
+  async function mirrorVerifyPolicyApprovals(value) {
+    const statement = value.statement;
+    const problems = [];
+    if (!statement || statement.type !== "countersign.policy_change/v1") {
+      return { kind: "NotAPolicyChange", problems: ["no countersign.policy_change/v1 statement"], votes: [] };
+    }
+    const canonical = core.canonicalize(statement);
+    if (value.statement_b64 !== undefined && core.b64encode(canonical) !== value.statement_b64) {
+      problems.push("statement_b64 is not the statement's canonical bytes");
+    }
+    const roster = Array.isArray(value.roster) ? value.roster : [];
+    const counted = new Set();
+    const votes = [];
+    for (const vote of value.votes || []) {
+      const token = core.canonicalB64decode(vote.token_b64);
+      const shown = { key: vote.key_id || vote.approver_public_key, ok: false };
+      votes.push(shown);
+      if (token === null || token.length < 141) {
+        shown.detail = "the token is not base64 of an approval token";
+        continue;
+      }
+      const view = new DataView(token.buffer, token.byteOffset, token.byteLength);
+      const tag = token[40];
+      const scopeEnd = 45 + view.getUint32(41);
+      if (token.length !== scopeEnd + 96) {
+        shown.detail = "the token's layout is wrong";
+        continue;
+      }
+      let scope;
+      try {
+        scope = core.decodeUtf8(token.subarray(45, scopeEnd));
+      } catch (error) {
+        shown.detail = "the token's scope is not UTF-8";
+        continue;
+      }
+      const signature = core.b64encode(token.subarray(scopeEnd, scopeEnd + 64));
+      const publicKey = core.b64encode(token.subarray(scopeEnd + 64));
+      const failure = await core.verifyEd25519(publicKey, signature,
+        core.concat(TOKEN_DOMAIN, token.subarray(0, scopeEnd), canonical));
+      shown.decision = tag === 1 ? "approved" : tag === 2 ? "rejected" : "invalid";
+      if (failure !== null) shown.detail = "the signature does not verify over the statement";
+      else if (scope !== "policy:deploy") shown.detail = `scope ${scope}, not policy:deploy`;
+      else if (roster.length && !roster.includes(publicKey)) shown.detail = "the key is not on the roster";
+      else if (publicKey !== vote.approver_public_key) shown.detail = "signed by another key than the one named";
+      else {
+        shown.ok = true;
+        if (shown.decision === "approved") counted.add(publicKey);
+      }
+    }
+    const quorum = Number(value.quorum || 0);
+    const approved = problems.length === 0 && quorum > 0 && counted.size >= quorum;
+    return { kind: approved ? "PolicyApproved" : "PolicyNotApproved", policy_id: statement.policy_id,
+      policy_hash: statement.policy_hash, org: statement.org, quorum: quorum, approvals: counted.size,
+      problems: problems, votes: votes };
+  }
+
   /** Detects what was given and verifies it. */
   async function mirrorVerifyInput(text) {
     const trimmed = text.trim();
@@ -120,6 +187,9 @@
       parseError = error;
     }
     if (parseError === null) {
+      if (member(parsed, "statement") !== undefined && member(parsed, "votes") !== undefined) {
+        return Object.assign({ type: "policy_approvals" }, await mirrorVerifyPolicyApprovals(toPlain(parsed)));
+      }
       if (member(parsed, "entries") !== undefined && member(parsed, "head") !== undefined) {
         return Object.assign({ type: "chain_window" }, await core.verifyChainWindow(toPlain(parsed)));
       }
@@ -246,6 +316,23 @@
       result.verdicts.forEach((verdict, index) => out.append(verdictBox(`#${index + 1}`, verdict)));
       return;
     }
+    if (result.type === "policy_approvals") {
+      out.dataset.summary = result.kind;
+      const ok = result.kind === "PolicyApproved";
+      out.append(el("div", { class: "verdict " + (ok ? "ok" : "bad"), "data-kind": result.kind }, [
+        el("div", {}, ["Policy change — ", el("span", { class: "kind" }, [result.kind])]),
+        rows([["policy", result.policy_id], ["policy_hash", result.policy_hash], ["org", result.org],
+          ["approvals", `${result.approvals} verified of ${result.quorum} required`]]),
+        el("ul", {}, result.problems.map((p) => el("li", {}, [p]))),
+      ]));
+      for (const vote of result.votes) {
+        out.append(el("div", { class: "verdict " + (vote.ok ? "ok" : "bad") }, [
+          el("div", {}, [`${vote.key} — `, el("span", { class: "kind" }, [vote.ok ? vote.decision : "refused"])]),
+          rows([["detail", vote.detail]]),
+        ]));
+      }
+      return;
+    }
     if (result.type === "chain_window") {
       out.dataset.summary = result.kind;
       const ok = result.kind === "ChainValid";
@@ -298,6 +385,7 @@
   window.mirrorLinkHash = mirrorLinkHash;
   window.mirrorVerifySessionChain = mirrorVerifySessionChain;
   window.mirrorVerifyInput = mirrorVerifyInput;
+  window.mirrorVerifyPolicyApprovals = mirrorVerifyPolicyApprovals;
   window.mirrorVerifyTransparencyProof = mirrorVerifyTransparencyProof;
 
   document.addEventListener("DOMContentLoaded", () => {

@@ -10,7 +10,10 @@ from apps.tenancy.selectors import org_get
 
 
 class Command(BaseCommand):
-    help = "Validate and activate a policy TOML file for an org (same rules as POST /v1/policy)."
+    help = (
+        "Validate and activate a policy TOML file for an org (same rules as POST /v1/policy); "
+        "where the org has a policy quorum, propose it for its approvers instead."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         add_actor_argument(parser)
@@ -20,25 +23,37 @@ class Command(BaseCommand):
             "--expected-hash",
             help="refuse unless this is the active policy_hash (optimistic concurrency)",
         )
+        parser.add_argument(
+            "--break-glass",
+            metavar="REASON",
+            help="an owner's act where the org has a quorum: activate at once without it, "
+            "for this written reason (recorded, and sent as policy.break_glass)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         org = run_service(lambda: org_get(slug=options["org_slug"]))
         toml = read_policy_file(options["file"])
-        version = run_service(
+        change = run_service(
             lambda: policy_deploy(
                 org=org,
                 toml=toml,
                 expected_policy_hash=options["expected_hash"],
                 actor=command_actor(options),
+                break_glass_reason=options["break_glass"],
             )
         )
-        self.stdout.write(
-            json_line(
-                {
-                    "org": org.slug,
-                    "policy_id": version.policy_id,
-                    "policy_hash": version.policy_hash,
-                    "rules": version.rule_count,
-                }
-            )
-        )
+        version = change.version
+        line: dict[str, Any] = {
+            "org": org.slug,
+            "policy_id": version.policy_id,
+            "policy_hash": version.policy_hash,
+            "rules": version.rule_count,
+            "status": "active" if change.activated else "proposed",
+        }
+        if change.proposal is not None:
+            line["proposal"] = {
+                "status": change.proposal.status,
+                "quorum": change.proposal.quorum,
+                "approved_count": change.proposal.approved_count,
+            }
+        self.stdout.write(json_line(line))
