@@ -105,7 +105,7 @@ class Org(models.Model):
     # Co-signed deploys: how many of the org's approver keys must approve a policy change
     # before it activates (0: a deploy activates at once). Only an owner sets it.
     policy_quorum = models.PositiveSmallIntegerField(
-        default=0,
+        db_default=0,  # raw inserts (bulk loads, restores) get it too
         validators=[MaxValueValidator(MAX_POLICY_QUORUM)],
         help_text="Approvals a policy change needs before it activates; 0: none.",
     )

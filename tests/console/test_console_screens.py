@@ -37,7 +37,12 @@ from apps.policy.models import PolicyVersion
 from apps.policy.services import policy_deploy
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import Plan, Role
-from apps.tenancy.services import invitation_create, membership_add, org_create
+from apps.tenancy.services import (
+    invitation_create,
+    membership_add,
+    org_create,
+    org_set_policy_quorum,
+)
 from apps.tenancy.services.invitations import invitation_token
 from tests.approvals.conftest import Approver, suspended_receipt
 from tests.events.conftest import Receiver, work
@@ -296,8 +301,17 @@ def test_every_console_screen_fits_1366_px_with_visible_fields(
         .values_list("pk", flat=True)
     )
     invited = invitation_create(org=console.demo.org, email="new@example.com", role="viewer")
+    # A co-signed policy change waiting for its approvers: its signing page.
+    org_set_policy_quorum(org=console.demo.org, quorum=1)
+    proposed = policy_deploy(
+        org=console.demo.org, toml=rule_toml("fetch.allow", "tool_call", "allow")
+    )
+    assert proposed.proposal is not None
+    policy_id = proposed.version.policy_id
     extra = {"old": versions[0], "new": versions[-1], "approval_id": console.pending.approval_id,
-             "console-invitation": invitation_token(invited)}  # fmt: skip
+             "console-invitation": invitation_token(invited),
+             "console-policy-proposal": policy_id,
+             "console-policy-proposal-vote": policy_id}  # fmt: skip
     # The receipts the issue names, beside each model's first object.
     screens = [
         *console_screens(extra),

@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='org',
             name='policy_quorum',
-            field=models.PositiveSmallIntegerField(default=0, help_text='Approvals a policy change needs before it activates; 0: none.', validators=[django.core.validators.MaxValueValidator(32)]),
+            field=models.PositiveSmallIntegerField(db_default=0, help_text='Approvals a policy change needs before it activates; 0: none.', validators=[django.core.validators.MaxValueValidator(32)]),
         ),
         migrations.AlterField(
             model_name='orgauditevent',
