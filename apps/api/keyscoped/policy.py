@@ -20,6 +20,7 @@ from apps.api.permissions import (
     sdk_principal,
 )
 from apps.api.serializers import HashField, StrictIntegerField
+from apps.policy.fleet import policy_pull_record
 from apps.policy.preview import DecisionChange, PreviewReport, policy_preview
 from apps.policy.selectors import policy_active
 from apps.policy.services import policy_deploy, policy_validate
@@ -56,7 +57,15 @@ class PolicyPullApi(KeyScopedSdkApi):
         responses={200: ok(PolicyPinSerializer), **keyscoped_errors(403)},
     )
     def get(self, request: Request) -> Response:
-        return Response(PolicyPinSerializer(policy_active(org=sdk_principal(request).org)).data)
+        principal = sdk_principal(request)
+        active = policy_active(org=principal.org)
+        # The fleet view's record of who enforces what; the answer is the same either way.
+        policy_pull_record(
+            api_key=principal.api_key,
+            policy_hash=active.policy_hash,
+            user_agent=request.META.get("HTTP_USER_AGENT", ""),
+        )
+        return Response(PolicyPinSerializer(active).data)
 
 
 class _TomlField(serializers.CharField):
