@@ -142,7 +142,7 @@ class PolicyDeployedEventSerializer(Serializer):
 
 
 class PolicyStaleAgentsEventSerializer(Serializer):
-    """``POLICY_STALE_AGENT_SECONDS`` after a deploy, API keys still enforce a replaced
+    """`POLICY_STALE_AGENT_SECONDS` after a deploy, API keys still enforce a replaced
     version (their last policy pull served it). Sent once per deploy, and only when such
     keys exist."""
 

@@ -90,7 +90,8 @@ def policy_pull_record(
         known_hash, known_agent, at = known
         if known_hash == policy_hash and known_agent == user_agent and now - at < PULL_RESOLUTION:
             return False
-    values = [api_key.pk, api_key.org_id, user_agent, policy_hash, now, now, now - PULL_RESOLUTION]
+    values: list[Any] = [api_key.pk, api_key.org_id, user_agent, policy_hash, now, now,
+                         now - PULL_RESOLUTION]  # fmt: skip
     written_at = now
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

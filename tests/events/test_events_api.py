@@ -169,7 +169,8 @@ def test_the_openapi_document_describes_every_event_payload(cast) -> None:
         assert sorted(mapping) == sorted(
             [
                 "approval.opened", "approval.waiting_for_approvers", "approval.vote_recorded",
-                "approval.decided", "receipt.refused", "policy.deployed", "quota.threshold",
+                "approval.decided", "receipt.refused", "policy.deployed", "policy.stale_agents",
+                "quota.threshold",
                 "api_key.created", "api_key.revoked", "transparency.alert",
                 "receipts.archived", "receipts.retired", "legal_hold.set", "legal_hold.released",
             ]
