@@ -197,15 +197,18 @@ def policy_versions_by_hash(
 
 
 def policy_fleet(*, org: Org) -> Fleet:
-    """The org's keys that pulled a policy, or may (active keys with ``policy:read``), each
-    with the version it was last served; stale ones first, then by last pull."""
+    """The org's active keys that pulled a policy, or may (with ``policy:read``), each with
+    the version it was last served; stale ones first, then by last pull, newest first. A
+    revoked key enforces nothing any more: it is left out, as from ``policy.stale_agents``."""
     active = policy_active(org=org)
     last_deployment = (
         PolicyDeployment.objects.filter(org=org).order_by("-deployed_at", "-id").first()
     )
     pulls = {
         pull.api_key_id: pull
-        for pull in PolicyPull.objects.filter(org=org).select_related("api_key")[:FLEET_MAX_KEYS]
+        for pull in PolicyPull.objects.filter(org=org, api_key__revoked_at__isnull=True)
+        .select_related("api_key")
+        .order_by("pulled_at")[:FLEET_MAX_KEYS]
     }
     keys = {pull.api_key_id: pull.api_key for pull in pulls.values()}
     for key in ApiKey.objects.filter(org=org, revoked_at__isnull=True)[:FLEET_MAX_KEYS]:
@@ -266,7 +269,7 @@ def policy_stale_agents_notify(*, now: datetime | None = None) -> int:
     for pk in due:
         with transaction.atomic():
             deployment = (
-                PolicyDeployment.objects.select_for_update(skip_locked=True)
+                PolicyDeployment.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(pk=pk, stale_agents_checked_at__isnull=True)
                 .select_related("org", "version")
                 .first()

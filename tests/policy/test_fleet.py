@@ -118,6 +118,10 @@ def test_a_key_that_never_pulled_is_listed_as_such_and_a_revoked_one_is_not(cast
     fleet = policy_fleet(org=cast.acme)
     # acme's policy-only key is revoked and never pulled: not in its fleet.
     assert [agent.api_key.prefix for agent in fleet.agents] == [cast.acme_key.api_key.prefix]
+    # Nor is a revoked key that did pull: it enforces nothing any more.
+    pull(cast.acme_key.secret)
+    api_key_revoke(prefix=cast.acme_key.api_key.prefix)
+    assert policy_fleet(org=cast.acme).agents == []
     from apps.tenancy.services import api_key_issue
 
     fresh = api_key_issue(org=cast.acme, scopes=["policy:read"], label="new agent")
