@@ -189,6 +189,33 @@ class PolicyBreakGlassEventSerializer(Serializer):
         ref_name = "PolicyBreakGlassEvent"
 
 
+class PolicyStaleAgentsEventSerializer(Serializer):
+    """`POLICY_STALE_AGENT_SECONDS` after a deploy, API keys still enforce a replaced
+    version (their last policy pull served it). Sent once per deploy, and only when such
+    keys exist."""
+
+    class AgentSerializer(Serializer):
+        api_key_prefix = serializers.CharField(help_text="The key's public prefix.")
+        api_key_label = serializers.CharField()
+        user_agent = serializers.CharField(help_text="The SDK's User-Agent at its last pull.")
+        policy_id = _text(help_text="The version it was served; null: not one this org deployed.")
+        policy_hash = _hash()
+        pulled_at = serializers.DateTimeField(help_text="Its last pull (to the minute).")
+
+        class Meta:
+            ref_name = "PolicyStaleAgent"
+
+    policy_id = serializers.CharField(help_text="The active version, deployed at `deployed_at`.")
+    policy_hash = _hash()
+    deployed_at = serializers.DateTimeField()
+    stale_after_seconds = serializers.IntegerField()
+    stale_count = serializers.IntegerField(help_text="How many keys; `agents` lists 100 at most.")
+    agents = AgentSerializer(many=True)
+
+    class Meta:
+        ref_name = "PolicyStaleAgentsEvent"
+
+
 class QuotaThresholdEventSerializer(Serializer):
     """The month's mirrored receipts reached 80% or 100% of the monthly cap (once each)."""
 
@@ -290,6 +317,7 @@ ENVELOPES: dict[str, tuple[str, type[Serializer]]] = {
     "receipt.refused": ("ReceiptRefusedWebhook", ReceiptRefusedEventSerializer),
     "policy.deployed": ("PolicyDeployedWebhook", PolicyDeployedEventSerializer),
     "policy.break_glass": ("PolicyBreakGlassWebhook", PolicyBreakGlassEventSerializer),
+    "policy.stale_agents": ("PolicyStaleAgentsWebhook", PolicyStaleAgentsEventSerializer),
     "quota.threshold": ("QuotaThresholdWebhook", QuotaThresholdEventSerializer),
     "api_key.created": ("ApiKeyCreatedWebhook", ApiKeyEventSerializer),
     "api_key.revoked": ("ApiKeyRevokedWebhook", ApiKeyEventSerializer),

@@ -317,6 +317,23 @@ def approval_queue(*, org: Org, limit: int = 50, now: datetime | None = None) ->
     return [approval for approval in shown if approval.status == ApprovalStatus.PENDING]
 
 
+def approvals_pending_decided_under_another_policy(
+    *, org: Org, policy_hash: str, limit: int = 100, now: datetime | None = None
+) -> list[Approval]:
+    """The org's approvals still pending at ``now`` whose suspension was decided under
+    another policy than ``policy_hash`` (the active one: so, a replaced one), oldest first.
+    Approvals whose content signs no policy hash are not among them."""
+    now = now or timezone.now()
+    stored = (
+        Approval.objects.filter(org=org, status=ApprovalStatus.PENDING)
+        .exclude(policy_hash="")
+        .exclude(policy_hash=policy_hash)
+        .order_by("created_at")[:limit]
+    )
+    shown = [approval_as_of(approval, now) for approval in stored]
+    return [approval for approval in shown if approval.status == ApprovalStatus.PENDING]
+
+
 def _utc_day(moment: datetime) -> date:
     return moment.astimezone(UTC).date()
 

@@ -1,5 +1,6 @@
-"""The console's org pages: each org's dashboard, its evidence download and a dashboard
-session token for scripts, on the org admin.
+"""The console's org pages: each org's dashboard, its fleet (which agent enforces which
+policy version), its evidence download and a dashboard session token for scripts, on the
+org admin.
 
 They live here, above the feature apps, because the dashboard reads analytics and the
 download is the audit app's evidence export; org writes still go through
@@ -27,6 +28,7 @@ from django.utils.html import format_html
 from apps.analytics.console import org_dashboard
 from apps.audit.evidence import evidence_export, evidence_response, parse_window
 from apps.common.errors import DomainError
+from apps.console.fleet import org_fleet_page
 from apps.tenancy.admin_access import OrgScopedAdmin, can_write
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.console_tokens import console_tokens_issue
@@ -53,11 +55,19 @@ class OrgAdmin(OrgScopedAdmin[Org]):
             '<a href="{}">dashboard</a>', reverse("admin:tenancy_org_dashboard", args=[obj.pk])
         )
 
+    @admin.display(description="Fleet")
+    def fleet_link(self, obj: Org) -> str:
+        return format_html(
+            '<a href="{}">fleet</a>', reverse("admin:tenancy_org_fleet", args=[obj.pk])
+        )
+
     def get_urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view
         return [
             path("<int:org_id>/dashboard/", wrap(self.dashboard_view),
                  name="tenancy_org_dashboard"),
+            path("<int:org_id>/fleet/", wrap(self.fleet_view), name="tenancy_org_fleet"),
+            path("fleet/", wrap(self.fleets_view), name="tenancy_org_fleets"),
             path("<int:org_id>/session-token/", wrap(self.session_token_view),
                  name="tenancy_org_session_token"),
             path("<int:org_id>/evidence/", wrap(self.evidence_view),
@@ -83,6 +93,25 @@ class OrgAdmin(OrgScopedAdmin[Org]):
             "can_set_quorum": can_write(request, org.pk, Role.OWNER),
         }
         return org_dashboard(request, org, context)
+
+    def fleet_view(self, request: HttpRequest, org_id: int) -> HttpResponse:
+        """Which agents enforce which policy version (every member may read it)."""
+        org = self._visible_org(request, org_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"{org.name} ({org.slug})",
+            "org": org,
+            "page": org_fleet_page(org=org),
+        }
+        return TemplateResponse(request, "admin/tenancy/org/fleet.html", context)
+
+    def fleets_view(self, request: HttpRequest) -> HttpResponse:
+        """The sidebar's entry: the member's org's fleet, or the list of orgs to pick from."""
+        orgs = list(self.get_queryset(request).order_by("slug")[:2])
+        if len(orgs) == 1:
+            return HttpResponseRedirect(reverse("admin:tenancy_org_fleet", args=[orgs[0].pk]))
+        return HttpResponseRedirect(reverse("admin:tenancy_org_changelist"))
 
     def evidence_view(self, request: HttpRequest, org_id: int) -> HttpResponseBase:
         """The evidence tar (the service behind POST /v1/evidence/export), auditor+ (POST),
@@ -167,7 +196,7 @@ class OrgAdmin(OrgScopedAdmin[Org]):
             receipt_retention_days=obj.receipt_retention_days, actor=actor,
         )  # fmt: skip
 
-    list_display = ["slug", "name", "plan", "created_at", "dashboard_link"]
+    list_display = ["slug", "name", "plan", "created_at", "dashboard_link", "fleet_link"]
     fieldsets = [
         (None, {"fields": ["slug", "name", "plan"]}),
         (

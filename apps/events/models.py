@@ -25,6 +25,7 @@ class EventType(models.TextChoices):
     RECEIPT_REFUSED = "receipt.refused", "receipt.refused"
     POLICY_DEPLOYED = "policy.deployed", "policy.deployed"
     POLICY_BREAK_GLASS = "policy.break_glass", "policy.break_glass"
+    POLICY_STALE_AGENTS = "policy.stale_agents", "policy.stale_agents"
     QUOTA_THRESHOLD = "quota.threshold", "quota.threshold"
     API_KEY_CREATED = "api_key.created", "api_key.created"
     API_KEY_REVOKED = "api_key.revoked", "api_key.revoked"

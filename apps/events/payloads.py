@@ -69,6 +69,12 @@ def slack_text(event: Event) -> str:
             f":rotating_light: Policy `{data.get('policy_id')}` activated without the quorum "
             f"({data.get('approved_count')}/{data.get('quorum')} approvals): {data.get('reason')}"
         )
+    if kind == "policy.stale_agents":
+        return (
+            f":hourglass_flowing_sand: {data.get('stale_count')} agent(s) still enforce a "
+            f"replaced policy {data.get('stale_after_seconds')} s after `{data.get('policy_id')}` "
+            "was deployed"
+        )
     if kind == "quota.threshold":
         return (
             f":warning: {data.get('threshold_percent')}% of the monthly receipt cap reached "

@@ -337,6 +337,11 @@ APPROVAL_DEFAULT_TTL_SECONDS = env_int("APPROVAL_DEFAULT_TTL_SECONDS", 3600, min
 POLICY_MAX_TOML_CHARS = env_int("POLICY_MAX_TOML_CHARS", 262_144, minimum=1024)
 POLICY_PREVIEW_MAX_DAYS = env_int("POLICY_PREVIEW_MAX_DAYS", 90, minimum=1)
 POLICY_PREVIEW_MAX_RECEIPTS = env_int("POLICY_PREVIEW_MAX_RECEIPTS", 10_000, minimum=1)
+# The fleet view (apps.policy.fleet): seconds after a deploy at which keys still enforcing a
+# replaced version are reported (the policy.stale_agents event, once per deploy), and
+# seconds between the worker's checks for deploys that old (0 turns the checks off).
+POLICY_STALE_AGENT_SECONDS = env_int("POLICY_STALE_AGENT_SECONDS", 3600, minimum=1)
+POLICY_STALE_AGENT_CHECK_SECONDS = env_int("POLICY_STALE_AGENT_CHECK_SECONDS", 60)
 
 # Dashboard-plane session JWTs (console members). Short access lifetime: a downgraded
 # member's refresh re-reads the membership. A refresh token is spent by its one use

@@ -33,12 +33,14 @@ def test_each_periodic_task_is_enqueued_once_per_slot(db, settings) -> None:
     settings.TRANSPARENCY_EPOCH_SECONDS = 60
     settings.ROLLUP_FOLD_SECONDS = 60
     settings.TASK_WORKER_LEASE_SECONDS = 60
+    settings.POLICY_STALE_AGENT_CHECK_SECONDS = 60
     first = enqueue_due(now=1_000_000.0)
     again = enqueue_due(now=1_000_010.0)  # same slots: another worker, or the next tick
     later = enqueue_due(now=1_000_070.0)  # the next minute
 
     every_minute = [
-        "escalate_approvals", "fold_receipt_rollups", "publish_transparency_epoch",
+        "check_stale_agents", "escalate_approvals", "fold_receipt_rollups",
+        "publish_transparency_epoch",
         "reclaim_tasks", "sweep_approvals", "sweep_deliveries",
     ]  # fmt: skip
     hourly = ["prune_task_results", "prune_delivery_log", "prune_evidence_exports",

@@ -170,7 +170,7 @@ def test_the_openapi_document_describes_every_event_payload(cast) -> None:
             [
                 "approval.opened", "approval.waiting_for_approvers", "approval.vote_recorded",
                 "approval.decided", "approval.reminder", "approval.escalated", "receipt.refused",
-                "policy.deployed", "policy.break_glass", "quota.threshold",
+                "policy.deployed", "policy.break_glass", "policy.stale_agents", "quota.threshold",
                 "api_key.created", "api_key.revoked", "transparency.alert",
                 "receipts.archived", "receipts.retired", "legal_hold.set", "legal_hold.released",
             ]

@@ -35,6 +35,7 @@ from apps.api.permissions import (
 from apps.api.serializers import HashField, IsoDateTimeField, StrictCharField, StrictIntegerField
 from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle
 from apps.api.transparency_base import SdkOrSessionAuthentication
+from apps.policy.fleet import policy_pull_record
 from apps.policy.models import PolicyProposal
 from apps.policy.preview import DecisionChange, PreviewReport, policy_preview
 from apps.policy.selectors import policy_active, policy_approvals, proposal_statement
@@ -75,7 +76,15 @@ class PolicyPullApi(KeyScopedSdkApi):
         responses={200: ok(PolicyPinSerializer), **keyscoped_errors(403)},
     )
     def get(self, request: Request) -> Response:
-        return Response(PolicyPinSerializer(policy_active(org=sdk_principal(request).org)).data)
+        principal = sdk_principal(request)
+        active = policy_active(org=principal.org)
+        # The fleet view's record of who enforces what; the answer is the same either way.
+        policy_pull_record(
+            api_key=principal.api_key,
+            policy_hash=active.policy_hash,
+            user_agent=request.META.get("HTTP_USER_AGENT", ""),
+        )
+        return Response(PolicyPinSerializer(active).data)
 
 
 class _TomlField(serializers.CharField):

@@ -22,6 +22,7 @@ from apps.api.serializers import RawJsonField
 from apps.api.teampath.base import TeamPathApi, team_of_key
 from apps.common.timestamps import utc_text
 from apps.policy.errors import PolicyNotFound
+from apps.policy.fleet import policy_pull_record
 from apps.policy.rules import Policy, load_policy, render_policy_json
 from apps.policy.selectors import policy_active
 from apps.tenancy.models import Scope
@@ -115,6 +116,12 @@ class TeamPolicyApi(TeamPathApi):
         active = policy_active(org=org)
         if active.is_fail_safe:
             raise PolicyNotFound(f"team {team_id!r} has no policy deployed")
+        # The fleet view's record of who enforces what; the answer is the same either way.
+        policy_pull_record(
+            api_key=sdk_principal(request).api_key,
+            policy_hash=active.policy_hash,
+            user_agent=request.META.get("HTTP_USER_AGENT", ""),
+        )
         bundle = {
             "policy_id": active.policy_id,
             "rules": render_policy_json(loaded_policy(active.toml)),

@@ -3,6 +3,7 @@ finds it, and the content-less approval a ticket opened (server.md §6)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.utils import timezone
@@ -18,6 +19,8 @@ from apps.receipts.columns import indexed_text
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import Org
 
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
 
 def producer_keys_of(approval: Approval, content: dict[str, Any]) -> set[str]:
     """Keys that produced the suspended receipt: its ``agent_identity`` and the operator
@@ -32,6 +35,15 @@ def producer_keys_of(approval: Approval, content: dict[str, Any]) -> set[str]:
     return keys
 
 
+def suspended_policy_hash(content: dict[str, Any]) -> str:
+    """The hash of the policy a suspended content says it was decided under (its signed
+    ``suspension.policy.policy_hash``), when it is one (64 lowercase hex); "" otherwise."""
+    suspension = content.get("suspension")
+    policy = suspension.get("policy") if isinstance(suspension, dict) else None
+    value = policy.get("policy_hash") if isinstance(policy, dict) else None
+    return value if isinstance(value, str) and HEX64.fullmatch(value) else ""
+
+
 def adopt_content(approval: Approval, content: dict[str, Any]) -> list[str]:
     """Give a content-less approval its suspended content (and so its ticket, its rule and
     its signed expiry, where the opener gave none); the fields changed."""
@@ -43,6 +55,10 @@ def adopt_content(approval: Approval, content: dict[str, Any]) -> list[str]:
         approval.session_id = indexed_text(session_id)
         approval.session_seq = seq
         changed += ["session_id", "session_seq"]
+    decided_under = suspended_policy_hash(content)
+    if decided_under:
+        approval.policy_hash = decided_under
+        changed.append("policy_hash")
     policy = content.get("policy")
     if not approval.rule_id and isinstance(policy, dict) and policy.get("rule_id"):
         approval.rule_id = str(policy["rule_id"])[:200]

@@ -1,0 +1,33 @@
+"""The policy app's background work: reporting agents still enforcing a replaced policy
+version some time after a deploy (``policy.stale_agents``, :mod:`apps.policy.fleet`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django_tasks import task
+
+from apps.common.scheduling import Periodic
+from apps.common.tasks import PERIODIC_QUEUE
+from apps.policy.fleet import policy_stale_agents_notify
+from apps.tenancy.org_context import activate_all_orgs, activate_default
+
+
+@task(queue_name=PERIODIC_QUEUE)
+def check_stale_agents() -> int:
+    """Check the deploys ``POLICY_STALE_AGENT_SECONDS`` old for keys still enforcing a
+    replaced version; the events emitted. Across orgs, as operator commands run."""
+    activate_all_orgs()
+    try:
+        return policy_stale_agents_notify()
+    finally:
+        activate_default()
+
+
+SCHEDULE = (
+    # POLICY_STALE_AGENT_CHECK_SECONDS = 0 turns the check (and the event) off.
+    Periodic(
+        "check_stale_agents",
+        check_stale_agents,
+        lambda: settings.POLICY_STALE_AGENT_CHECK_SECONDS,
+    ),
+)
