@@ -45,3 +45,7 @@ class PolicyPinMismatch(DomainError):
 
 class PolicyNotFound(NotFound):
     code = "policy_not_found"
+
+
+class PolicyReplayNotFound(NotFound):
+    code = "policy_replay_not_found"

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from apps.policy.models import PolicyDeployment, PolicyHead, PolicyVersion
+from apps.policy.errors import PolicyReplayNotFound
+from apps.policy.models import PolicyDeployment, PolicyHead, PolicyReplay, PolicyVersion
+from apps.policy.replay import ReplayReport
 from apps.policy.rules import EMPTY_POLICY_TOML, policy_hash, policy_id_for_hash
 from apps.tenancy.models import Org
 
@@ -63,3 +65,16 @@ def policy_history(*, org: Org, limit: int = 50) -> list[PolicyDeployment]:
         .select_related("version", "previous_version", "deployed_by")
         .order_by("-deployed_at", "-id")[:limit]
     )
+
+
+def policy_replay_get(*, org: Org, replay_id: str) -> PolicyReplay:
+    """``org``'s replay ``replay_id`` (404 for another org's, never a leak)."""
+    replay = PolicyReplay.objects.filter(org=org, replay_id=replay_id).first()
+    if replay is None:
+        raise PolicyReplayNotFound(f"no policy replay {replay_id!r} in this org")
+    return replay
+
+
+def policy_replay_report(replay: PolicyReplay) -> ReplayReport | None:
+    """The replay's report, once it is ready."""
+    return ReplayReport.from_dict(replay.report) if replay.report is not None else None

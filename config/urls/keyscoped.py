@@ -29,7 +29,12 @@ from apps.api.keyscoped.exports import (
     EvidenceExportRequestApi,
 )
 from apps.api.keyscoped.legal_holds import LegalHoldListApi, LegalHoldReleaseApi
-from apps.api.keyscoped.policy import PolicyDeployApi, PolicyPreviewApi, PolicyPullApi
+from apps.api.keyscoped.policy import (
+    PolicyDeployApi,
+    PolicyPreviewApi,
+    PolicyPullApi,
+    PolicyReplayApi,
+)
 from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.api.schema_views import schema_urlpatterns
 from apps.api.transparency_urls import log_urlpatterns
@@ -49,6 +54,7 @@ urlpatterns = [
     path("v1/policy/pull", PolicyPullApi.as_view(), name="policy-pull"),
     path("v1/policy", PolicyDeployApi.as_view(), name="policy-deploy"),
     path("v1/policy/preview", PolicyPreviewApi.as_view(), name="policy-preview"),
+    path("v1/policy/replays/<str:replay_id>", PolicyReplayApi.as_view(), name="policy-replay"),
     path("v1/approvals", ApprovalOpenApi.as_view(), name="approval-open"),
     path("v1/approvals/<str:action_hash>", ApprovalDetailApi.as_view(), name="approval-detail"),
     path(
