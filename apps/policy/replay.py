@@ -19,10 +19,12 @@ registers the count when it starts (:func:`window_count_register`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any, NamedTuple
+
+from django.db import connection, transaction
 
 from apps.policy.rules import Decision, Policy, evaluate
 from apps.receipts.mirror_chain import receipt_digest
@@ -70,29 +72,55 @@ class WindowRow(NamedTuple):
 _ROW_FIELDS = WindowRow._fields
 
 
+# A page's statement runs with every plan but an ordered read of the index switched off:
+# told how many entries a range holds, the planner would rather read them all and sort (a
+# bitmap scan; a sequential scan of the table when the range is most of an org), and
+# parallel workers read ahead of the page. Local to the page's transaction or savepoint.
+_ORDERED_INDEX_READ = (
+    "SELECT set_config('enable_seqscan', 'off', true), "
+    "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), "
+    "set_config('max_parallel_workers_per_gather', '0', true)"
+)
+
+
 def replay_window_rows(
     *, org: Org, start: datetime, end: datetime, batch: int = REPLAY_BATCH
 ) -> Iterator[WindowRow]:
-    """``org``'s entries received in ``[start, end]``, newest first, ``batch`` per
-    statement.
+    """``org``'s entries received in ``[start, end]``, newest first (by ``seq`` within an
+    instant), ``batch`` per statement.
 
-    Keyset pages on ``(received_at, seq)``: each page's range of the ``(org, received_at)``
-    index ends at the last row read (inclusive), and only the rows of that same instant
-    already read are filtered out, so a page reads about ``batch`` entries wherever it is
-    in the window (never the pages before it again, as an offset would)."""
-    upper, below_seq = end, None
+    Keyset pages on ``received_at``: each page is the newest ``batch`` entries (and one to
+    look ahead) below the previous one, a backward range of the ``(org, received_at)``
+    index that stops there (``_ORDERED_INDEX_READ``). A full page may cut an instant in two
+    (entries received at the same moment): its last instant is then read whole by a
+    statement of its own, an equality on the index."""
+    window = MirrorEntry.objects.filter(org=org, received_at__gte=start)
+    below: dict[str, datetime] = {"received_at__lte": end}
     while True:
-        rows = MirrorEntry.objects.filter(org=org, received_at__gte=start, received_at__lte=upper)
-        if below_seq is not None:
-            rows = rows.exclude(received_at=upper, seq__gte=below_seq)
-        page = [
-            WindowRow(*row)
-            for row in rows.order_by("-received_at", "-seq").values_list(*_ROW_FIELDS)[:batch]
-        ]
-        yield from page
-        if len(page) < batch:
+        newest = window.filter(**below).order_by("-received_at")
+        page = _page(newest.values_list(*_ROW_FIELDS)[: batch + 1])
+        if len(page) <= batch:
+            yield from page
             return
-        upper, below_seq = page[-1].received_at, page[-1].seq
+        last = page[batch - 1].received_at
+        if page[batch].received_at == last:  # the instant goes on past the page
+            instant = window.filter(received_at=last).values_list(*_ROW_FIELDS)
+            page = [row for row in page if row.received_at > last] + _page(instant)
+        else:
+            page = page[:batch]
+        yield from page
+        below = {"received_at__lt": last}
+
+
+def _page(rows: Iterable[tuple[Any, ...]]) -> list[WindowRow]:
+    """``rows`` read under ``_ORDERED_INDEX_READ``, newest first."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(_ORDERED_INDEX_READ)
+        read = [WindowRow(*row) for row in rows]
+        transaction.set_rollback(True)  # a read: rolling back only ends the settings
+    return sorted(read, key=lambda row: (row.received_at, row.seq), reverse=True)
 
 
 @dataclass(frozen=True)
