@@ -41,7 +41,9 @@ verb = "tool_call"
 scope = "*"
 decision = "allow"
 """
-PROPOSED = CORPUS_POLICY.replace(TOOL_ALLOW, "") + """
+PROPOSED = (
+    CORPUS_POLICY.replace(TOOL_ALLOW, "")
+    + """
 [[rule]]
 id = "http.block"
 order = 5
@@ -61,6 +63,7 @@ scope = "*"
 decision = "block"
 conditions = [{ field = "amount", op = "gt", value = 2000 }]
 """
+)
 
 
 def test_the_sdk_corpus_replays_to_the_hand_computed_flips(cast) -> None:
@@ -151,7 +154,8 @@ def test_a_window_beyond_the_replay_limit_is_truncated_to_its_newest_receipts(ca
     second_newest = MirrorEntry.objects.get(org=cast.acme, seq=2).received_at
     empty = load_policy("").policy
     proposed = load_policy(BLOCK_SEARCH).policy
-    assert empty is not None and proposed is not None
+    assert empty is not None
+    assert proposed is not None
 
     report = policy_replay_compute(
         org=cast.acme,

@@ -219,13 +219,22 @@ class PolicyReplaySerializer(serializers.Serializer[Any]):
     considered = _counter("considered", "Verified action receipts replayed.")
     changed = _counter("changed", "Of those, decisions that flip.")
     unchanged = _counter("unchanged", "Of those, decisions that stay.")
-    rule_only_changed = _counter("rule_only_changed", "Unchanged decisions reached through another rule.")
-    not_verified = _counter("not_verified", "Receipts left out: the stored text no longer verifies.")
-    retired = _counter("retired", "Receipts left out: the body is retired (archived past retention).")
-    not_actions = _counter("not_actions", "Lifecycle receipts (suspended, approved, ...): nothing to replay.")
+    rule_only_changed = _counter(
+        "rule_only_changed", "Unchanged decisions reached through another rule."
+    )
+    not_verified = _counter(
+        "not_verified", "Receipts left out: the stored text no longer verifies."
+    )
+    retired = _counter(
+        "retired", "Receipts left out: the body is retired (archived past retention)."
+    )
+    not_actions = _counter(
+        "not_actions", "Lifecycle receipts (suspended, approved, ...): nothing to replay."
+    )
     superseded = _counter("superseded", "L0 receipts whose L1 form is in the window: counted once.")
-    recorded_differs = _counter("recorded_differs", 
-        "Replayed receipts whose recorded decision differs from the active policy's."
+    recorded_differs = _counter(
+        "recorded_differs",
+        "Replayed receipts whose recorded decision differs from the active policy's.",
     )
     truncated = serializers.BooleanField(
         source="report.truncated",
