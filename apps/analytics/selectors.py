@@ -108,6 +108,14 @@ def receipt_days(*, org: Org, upto: int) -> dict[date, DayCounts]:
     return days
 
 
+def receipts_received_since(*, org: Org, day: date) -> int:
+    """The org's mirrored receipts received on ``day`` (UTC) and after, from the rollups
+    (``receipt_days``): what tells a policy replay whether its window is small enough to
+    replay in the request, at the rollups' cost, never the org's size."""
+    days = receipt_days(org=org, upto=mirror_head_get(org=org).size)
+    return sum(counts.receipts for received, counts in days.items() if received >= day)
+
+
 def analytics_counters(*, org: Org, now: datetime | None = None) -> list[StatCounter]:
     now = now or timezone.now()
     days = _days(now.date())

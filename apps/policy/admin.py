@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import (
@@ -35,12 +36,18 @@ from apps.policy.models import (
     PolicyDeployment,
     PolicyHead,
     PolicyProposal,
+    PolicyReplay,
     PolicyVersion,
     ProposalStatus,
+    ReplayStatus,
 )
-from apps.policy.preview import policy_preview
-from apps.policy.selectors import EMPTY_POLICY_HASH
-from apps.policy.services import PolicyChange, policy_deploy, policy_validate
+from apps.policy.selectors import EMPTY_POLICY_HASH, policy_replay_report
+from apps.policy.services import (
+    PolicyChange,
+    policy_deploy,
+    policy_replay_request,
+    policy_validate,
+)
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Org, Role
@@ -264,6 +271,8 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         wrap = self.admin_site.admin_view
         return [
             path("preview/", wrap(self.preview_view), name="policy_policyversion_preview"),
+            path("preview/<str:replay_id>/", wrap(self.replay_view),
+                 name="policy_policyversion_replay"),
             path("compare/", wrap(self.compare_view), name="policy_policyversion_compare"),
             path("<int:version_id>/rollback/", wrap(self.rollback_view),
                  name="policy_policyversion_rollback"),
@@ -335,26 +344,58 @@ class PolicyVersionAdmin(OrgScopedAdmin[PolicyVersion]):
         return super().change_view(request, object_id, form_url, extra)
 
     def preview_view(self, request: HttpRequest) -> HttpResponse:
-        """Replay recent receipts through a draft; nothing is deployed (manager+, as
-        POST /v1/policy/preview)."""
+        """Replay a window of verified receipts through a draft and the active policy;
+        nothing is deployed (manager+, as POST /v1/policy/preview). A small window's report
+        is shown at once; a larger one is replayed by the worker, on the replay's own page,
+        which polls until it is ready."""
         if not can_write(request, None):
             raise PermissionDenied
         form = PolicyPreviewForm(request.POST or None)
         form.fields["org"].queryset = writable_orgs(request)  # type: ignore[attr-defined]
-        report = None
+        replay = None
         if request.method == "POST" and form.is_valid():
-            report = policy_preview(
+            replay = policy_replay_request(
                 org=form.cleaned_data["org"],
-                draft=policy_validate(toml=form.cleaned_data["toml"]),
+                toml=form.cleaned_data["toml"],
                 days=form.cleaned_data["days"],
-                limit=10_000,
+                requested_by=request.user if isinstance(request.user, User) else None,
             )
+            if replay.status != ReplayStatus.READY:
+                return HttpResponseRedirect(
+                    reverse("admin:policy_policyversion_replay", args=[replay.replay_id])
+                )
         error = policy_error_at(form, request.POST.get("toml", "")) if form.is_bound else None
+        return self._preview_page(request, form, replay, error)
+
+    def replay_view(self, request: HttpRequest, replay_id: str) -> HttpResponse:
+        """One replay: its report once ready; until then the page reloads itself."""
+        replay = (
+            PolicyReplay.objects.filter(replay_id=replay_id, org__in=writable_orgs(request))
+            .select_related("org")
+            .first()
+        )
+        if replay is None:
+            raise Http404("no such policy replay")
+        form = PolicyPreviewForm(initial={"org": replay.org_id, "toml": replay.proposed_toml,
+                                          "days": replay.days})  # fmt: skip
+        form.fields["org"].queryset = writable_orgs(request)  # type: ignore[attr-defined]
+        return self._preview_page(request, form, replay, None)
+
+    def _preview_page(
+        self,
+        request: HttpRequest,
+        form: PolicyPreviewForm,
+        replay: PolicyReplay | None,
+        error: dict[str, Any] | None,
+    ) -> TemplateResponse:
+        report = policy_replay_report(replay) if replay is not None else None
         counted = report.transitions.most_common() if report else []
         transitions = [(change.replace(" -> ", " → "), count) for change, count in counted]
         context = {**self.admin_site.each_context(request), "title": "Preview a policy",
-                   "form": form, "report": report, "opts": self.model._meta,
-                   "policy_error": error,
+                   "form": form, "replay": replay, "report": report,
+                   "waiting": replay is not None and report is None
+                   and replay.status != ReplayStatus.FAILED,
+                   "opts": self.model._meta, "policy_error": error,
                    "transitions": transitions}  # fmt: skip
         return TemplateResponse(request, "admin/policy/policyversion/preview.html", context)
 

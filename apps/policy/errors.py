@@ -76,3 +76,7 @@ class BreakGlassRefused(DomainError):
     status = HTTPStatus.UNPROCESSABLE_ENTITY
     teampath_status = HTTPStatus.BAD_REQUEST
     code = "break_glass_refused"
+
+
+class PolicyReplayNotFound(NotFound):
+    code = "policy_replay_not_found"

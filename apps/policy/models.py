@@ -224,3 +224,57 @@ class PolicyPull(models.Model):
 
     def __str__(self) -> str:
         return f"{self.api_key_id}: {self.policy_hash[:12]}"
+
+
+class ReplayStatus(models.TextChoices):
+    PENDING = "pending", "Queued"
+    RUNNING = "running", "Running"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class PolicyReplay(models.Model):
+    """A proposed policy replayed over the org's verified receipts of a window, against the
+    policy active when it was asked for (``apps.policy.replay``).
+
+    A small window is replayed in the request and stored ready; a larger one is queued
+    and a worker fills ``report`` in. The window's bounds and both policies are fixed at
+    the request, so the worker replays what was asked, whatever was deployed meanwhile.
+    """
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
+    replay_id = models.CharField(max_length=40, unique=True)
+    status = models.CharField(
+        max_length=16, choices=ReplayStatus.choices, default=ReplayStatus.PENDING
+    )
+    proposed_toml = models.TextField()
+    proposed_policy_hash = models.CharField(max_length=64)
+    # The active pin at the request; null for the fail-safe empty policy.
+    current_version = models.ForeignKey(
+        PolicyVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    current_policy_hash = models.CharField(max_length=64)
+    days = models.PositiveSmallIntegerField()
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    # Receipts the window holds by the analytics rollups (whole days): what chose inline or
+    # queued.
+    estimated_receipts = models.BigIntegerField(default=0)
+    report = models.JSONField(null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True, default="")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["org", "-created_at"], name="policy_replay_org_time")]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.replay_id

@@ -8,14 +8,16 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from apps.policy.errors import PolicyNotFound, PolicyProposalNotFound
+from apps.policy.errors import PolicyNotFound, PolicyProposalNotFound, PolicyReplayNotFound
 from apps.policy.models import (
     PolicyDeployment,
     PolicyHead,
     PolicyProposal,
+    PolicyReplay,
     PolicyVersion,
     ProposalStatus,
 )
+from apps.policy.replay import ReplayReport
 from apps.policy.rules import EMPTY_POLICY_TOML, policy_hash, policy_id_for_hash
 from apps.policy.statement import policy_change_statement
 from apps.tenancy.models import Org
@@ -140,3 +142,16 @@ def policy_approvals(*, org: Org, policy_hash: str) -> PolicyProposal:
     if proposal is None:
         raise PolicyNotFound(f"no co-signed activation of policy {policy_hash} for this org")
     return proposal
+
+
+def policy_replay_get(*, org: Org, replay_id: str) -> PolicyReplay:
+    """``org``'s replay ``replay_id`` (404 for another org's, never a leak)."""
+    replay = PolicyReplay.objects.filter(org=org, replay_id=replay_id).first()
+    if replay is None:
+        raise PolicyReplayNotFound(f"no policy replay {replay_id!r} in this org")
+    return replay
+
+
+def policy_replay_report(replay: PolicyReplay) -> ReplayReport | None:
+    """The replay's report, once it is ready."""
+    return ReplayReport.from_dict(replay.report) if replay.report is not None else None

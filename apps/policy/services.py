@@ -1,4 +1,5 @@
-"""The one write path for policy: ``policy_deploy`` (API, console and command alike).
+"""The one write path for policy: ``policy_deploy`` (API, console and command alike), and
+the replay of a proposed policy (``policy_replay_request``), stored for whoever asked.
 
 With the org's ``policy_quorum`` at 0 a deploy activates at once. Above 0 it becomes a
 ``PolicyProposal`` that activates when that many approver keys approved it
@@ -9,14 +10,18 @@ approve after the fact.
 from __future__ import annotations
 
 import difflib
+import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.common import outbound
+from apps.common.errors import InvalidInput
+from apps.common.tasks import enqueue
 from apps.common.timestamps import utc_text
 from apps.policy.errors import (
     BreakGlassRefused,
@@ -31,11 +36,20 @@ from apps.policy.models import (
     PolicyDeployment,
     PolicyHead,
     PolicyProposal,
+    PolicyReplay,
     PolicyVersion,
     ProposalStatus,
+    ReplayStatus,
 )
-from apps.policy.rules import Policy, load_policy, policy_hash, policy_id_for_hash
-from apps.policy.selectors import EMPTY_POLICY_HASH
+from apps.policy.replay import policy_replay_compute, window_receipts
+from apps.policy.rules import (
+    EMPTY_POLICY_TOML,
+    Policy,
+    load_policy,
+    policy_hash,
+    policy_id_for_hash,
+)
+from apps.policy.selectors import EMPTY_POLICY_HASH, policy_active
 from apps.tenancy.audit_trail import OPERATOR, Actor, org_audit_record
 from apps.tenancy.models import AuditKind, Org
 
@@ -349,3 +363,96 @@ def policy_activate_locked(
         },
     )
     return deployment
+
+
+# -- replay ---------------------------------------------------------------------------------
+
+REPLAY_ID_PREFIX = "rpl_"
+
+
+def policy_replay_request(
+    *, org: Org, toml: str, days: int, requested_by: User | None = None
+) -> PolicyReplay:
+    """Replay ``toml`` (validated as a deploy would: a refusal raises the deploy's error)
+    over ``org``'s verified receipts of the last ``days`` days against the active policy,
+    and store the report: the one entry for the console's preview, the dashboard API's and
+    a policy proposal's replay.
+
+    A window the analytics rollups count at most ``POLICY_REPLAY_INLINE_RECEIPTS``
+    receipts in is replayed now and the row comes back ready; a larger one is queued (the
+    row comes back pending, a worker runs :func:`policy_replay_run`, the caller polls)."""
+    if not 1 <= days <= settings.POLICY_PREVIEW_MAX_DAYS:
+        raise InvalidInput(
+            f"days must be between 1 and {settings.POLICY_PREVIEW_MAX_DAYS}, not {days}"
+        )
+    toml = policy_text_normalize(toml)
+    policy_validate(toml=toml)
+    active = policy_active(org=org)
+    end = timezone.now()
+    start = end - timedelta(days=days)
+    estimated = window_receipts(org=org, start=start)
+    replay = PolicyReplay.objects.create(
+        org=org,
+        replay_id=REPLAY_ID_PREFIX + secrets.token_urlsafe(18),
+        proposed_toml=toml,
+        proposed_policy_hash=policy_hash(toml),
+        current_version=active.version,
+        current_policy_hash=active.policy_hash,
+        days=days,
+        window_start=start,
+        window_end=end,
+        estimated_receipts=estimated,
+        requested_by=requested_by if requested_by and requested_by.pk else None,
+    )
+    if estimated > settings.POLICY_REPLAY_INLINE_RECEIPTS:
+        from apps.policy.tasks import run_policy_replay  # the task module imports this one
+
+        enqueue(run_policy_replay, replay.pk)
+        return replay
+    return policy_replay_run(replay_pk=replay.pk)
+
+
+def policy_replay_run(*, replay_pk: int) -> PolicyReplay:
+    """Replay a stored request and store its report (ready), or its failure (failed).
+
+    Run again from the start after an interrupted worker (the report is only written at
+    the end), so a reclaimed task finishes the replay its first run began."""
+    claimed = PolicyReplay.objects.filter(
+        pk=replay_pk, status__in=(ReplayStatus.PENDING, ReplayStatus.RUNNING)
+    ).update(status=ReplayStatus.RUNNING)
+    replay = PolicyReplay.objects.select_related("org", "current_version").get(pk=replay_pk)
+    if not claimed:
+        return replay
+    try:
+        current_toml = replay.current_version.toml if replay.current_version else ""
+        report = policy_replay_compute(
+            org=replay.org,
+            proposed=policy_validate(toml=replay.proposed_toml),
+            current=_enforced(current_toml),
+            start=replay.window_start,
+            end=replay.window_end,
+            limit=settings.POLICY_PREVIEW_MAX_RECEIPTS,
+        )
+    except Exception as error:
+        PolicyReplay.objects.filter(pk=replay_pk).update(
+            status=ReplayStatus.FAILED, error=type(error).__name__[:300],
+            finished_at=timezone.now(),
+        )  # fmt: skip
+        raise
+    replay.status = ReplayStatus.READY
+    replay.report = report.as_dict()
+    replay.finished_at = timezone.now()
+    replay.save(update_fields=["status", "report", "finished_at"])
+    return replay
+
+
+def _enforced(toml: str) -> Policy:
+    """The policy an SDK enforces for an active text: the text's rules, or the fail-safe
+    empty policy when it no longer loads (an SDK refuses such a text and routes every
+    action to a human)."""
+    loaded = load_policy(toml)
+    if loaded.policy is not None:
+        return loaded.policy
+    empty = load_policy(EMPTY_POLICY_TOML).policy
+    assert empty is not None
+    return empty

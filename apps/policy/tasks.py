@@ -1,5 +1,7 @@
 """The policy app's background work: reporting agents still enforcing a replaced policy
-version some time after a deploy (``policy.stale_agents``, :mod:`apps.policy.fleet`)."""
+version some time after a deploy (``policy.stale_agents``, :mod:`apps.policy.fleet`), and
+replaying a proposed policy over a window too large to replay in the request
+(``apps.policy.services.policy_replay_request`` queues it)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,15 @@ def check_stale_agents() -> int:
         return policy_stale_agents_notify()
     finally:
         activate_default()
+
+
+@task()
+def run_policy_replay(replay_pk: int) -> str:
+    """Replay the stored request and store its report; its status once done."""
+    # Imported here: the service imports this module to queue the task.
+    from apps.policy.services import policy_replay_run
+
+    return str(policy_replay_run(replay_pk=replay_pk).status)
 
 
 SCHEDULE = (

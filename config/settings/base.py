@@ -332,11 +332,15 @@ TEAMPATH_BATCH_MAX = env_int("TEAMPATH_BATCH_MAX", 100, minimum=1)
 # signed no expiry of its own (suspension.approval.expires_at).
 APPROVAL_DEFAULT_TTL_SECONDS = env_int("APPROVAL_DEFAULT_TTL_SECONDS", 3600, minimum=60)
 
-# Policy deploys: the largest TOML accepted (characters), and the policy preview's replay
-# window (days) and the most receipts it replays per call.
+# Policy deploys: the largest TOML accepted (characters). The replay of a proposed policy
+# (the preview, a proposal): its longest window (days); the most receipts one replay reads
+# (newest first; the report says when the window held more); and the most receipts, by the
+# analytics rollups, a window may hold to be replayed in the request: a larger one runs in
+# the worker and the page polls for its report.
 POLICY_MAX_TOML_CHARS = env_int("POLICY_MAX_TOML_CHARS", 262_144, minimum=1024)
 POLICY_PREVIEW_MAX_DAYS = env_int("POLICY_PREVIEW_MAX_DAYS", 90, minimum=1)
-POLICY_PREVIEW_MAX_RECEIPTS = env_int("POLICY_PREVIEW_MAX_RECEIPTS", 10_000, minimum=1)
+POLICY_PREVIEW_MAX_RECEIPTS = env_int("POLICY_PREVIEW_MAX_RECEIPTS", 200_000, minimum=1)
+POLICY_REPLAY_INLINE_RECEIPTS = env_int("POLICY_REPLAY_INLINE_RECEIPTS", 1_000, minimum=0)
 # The fleet view (apps.policy.fleet): seconds after a deploy at which keys still enforcing a
 # replaced version are reported (the policy.stale_agents event, once per deploy), and
 # seconds between the worker's checks for deploys that old (0 turns the checks off).

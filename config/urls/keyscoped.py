@@ -42,6 +42,7 @@ from apps.api.keyscoped.policy import (
     PolicyProposalVoteApi,
     PolicyPullApi,
     PolicyQuorumApi,
+    PolicyReplayApi,
 )
 from apps.api.keyscoped.receipts import ReceiptPushApi
 from apps.api.schema_views import schema_urlpatterns
@@ -75,6 +76,7 @@ urlpatterns = [
         PolicyApprovalsApi.as_view(),
         name="policy-approvals",
     ),
+    path("v1/policy/replays/<str:replay_id>", PolicyReplayApi.as_view(), name="policy-replay"),
     path("v1/approvals", ApprovalOpenApi.as_view(), name="approval-open"),
     path("v1/approvals/<str:action_hash>", ApprovalDetailApi.as_view(), name="approval-detail"),
     path(

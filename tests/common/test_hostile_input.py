@@ -288,6 +288,7 @@ def build_world(profile: str, cast: Any) -> World:
         "delivery_id": "1",
         "export_id": "exp_nothing",
         "hold_id": "hold_nothing",
+        "replay_id": "rpl_nothing",
         "job_id": "1",
         "id": "1",
         "app_label": "tenancy",

@@ -161,8 +161,46 @@ def test_preview_from_the_console(cast, mirrored) -> None:
         "/admin/policy/policyversion/preview/",
         {"org": cast.acme.pk, "toml": BLOCK_SEARCH, "days": 7},
     )
-    assert "3 of 3 decisions would change" in answer.content.decode()
+    page = answer.content.decode()
+    assert "3 of 3 decisions would change" in page
     assert policy_active(org=cast.acme).is_fail_safe
+    # The per-rule table: the active (fail-safe) default against the draft's rule, with the
+    # receipts linked to their pages, newest first.
+    flips = re.search(r'<table[^>]*id="preview-flips".*?</table>', page, re.S)
+    assert flips is not None
+    row = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", flips.group(0)))
+    assert "policy.default.deny_unknown search.block require_approval → block 3" in row
+    links = re.findall(r'href="/admin/receipts/mirrorentry/(\d+)/change/"[^>]*>#(\d+)<', page)
+    seqs = {entry.pk: entry.seq for entry in MirrorEntry.objects.filter(org=cast.acme)}
+    assert [(seqs[int(pk)], int(seq)) for pk, seq in links] == [(3, 3), (2, 2), (1, 1)]
+
+
+def test_a_long_preview_runs_in_the_worker_and_its_page_reloads_until_ready(
+    cast, mirrored, settings
+) -> None:
+    from apps.policy.models import PolicyReplay
+    from apps.policy.services import policy_replay_run
+
+    settings.POLICY_REPLAY_INLINE_RECEIPTS = 2
+    client = member("manager")
+    answer = client.post(
+        "/admin/policy/policyversion/preview/",
+        {"org": cast.acme.pk, "toml": BLOCK_SEARCH, "days": 7},
+    )
+    replay = PolicyReplay.objects.get()
+    url = f"/admin/policy/policyversion/preview/{replay.replay_id}/"
+    assert (answer.status_code, answer["Location"]) == (HTTPStatus.FOUND, url)
+    waiting = client.get(url).content.decode()
+    assert '<meta http-equiv="refresh"' in waiting
+    assert 'id="preview-status" data-status="pending"' in waiting
+
+    policy_replay_run(replay_pk=replay.pk)  # what the queued task runs
+
+    ready = client.get(url).content.decode()
+    assert "3 of 3 decisions would change" in ready
+    assert 'http-equiv="refresh"' not in ready
+    # A viewer of the org does not see it (the preview is for managers).
+    assert member("viewer").get(url).status_code == HTTPStatus.NOT_FOUND
 
 
 # --- keys ---------------------------------------------------------------------------------------

@@ -461,9 +461,9 @@ def test_the_pages_shown_once_and_the_preview_are_finished(screen, live_server, 
     screen.click("#preview-form [type=submit]")
     screen.wait_for_selector("#preview-report")
     assert "decisions would change" in screen.inner_text("#preview-report")
-    headers = screen.locator("#preview-sample th").all_inner_texts()
-    assert headers == ["Receipt", "Action", "Workflow", "Before", "After"]
-    assert _cells_apart(screen, "#preview-sample")
+    headers = screen.locator("#preview-flips th").all_inner_texts()
+    assert headers == ["Active rule", "Proposed rule", "Decision", "Receipts", "Examples"]
+    assert _cells_apart(screen, "#preview-flips")
     assert _cells_apart(screen, "#preview-transitions")
     _assert_fits(screen, "policy-preview-report")
 

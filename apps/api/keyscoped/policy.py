@@ -1,6 +1,6 @@
-"""Policy routes: SDK pull (API key), dashboard deploy and preview (session JWT), and the
-co-signed deploys: the org's quorum (owner), the votes on a proposal and the approvals of
-an active version (either plane)."""
+"""Policy routes: SDK pull (API key), dashboard deploy, preview and its replays (session
+JWT), and the co-signed deploys: the org's quorum (owner), the votes on a proposal and the
+approvals of an active version (either plane)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.http import HttpRequest
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
@@ -32,14 +34,26 @@ from apps.api.permissions import (
     scope_required,
     sdk_principal,
 )
-from apps.api.serializers import HashField, IsoDateTimeField, StrictCharField, StrictIntegerField
+from apps.api.serializers import (
+    HashField,
+    IsoDateTimeField,
+    Rfc3339Field,
+    StrictCharField,
+    StrictIntegerField,
+)
 from apps.api.throttles import DashboardRateThrottle, OrgRateThrottle
 from apps.api.transparency_base import SdkOrSessionAuthentication
 from apps.policy.fleet import policy_pull_record
-from apps.policy.models import PolicyProposal
-from apps.policy.preview import DecisionChange, PreviewReport, policy_preview
-from apps.policy.selectors import policy_active, policy_approvals, proposal_statement
-from apps.policy.services import policy_deploy, policy_validate
+from apps.policy.models import PolicyProposal, PolicyReplay, ReplayStatus
+from apps.policy.replay import DecisionChange, Example, Flip, ReplayReport
+from apps.policy.selectors import (
+    policy_active,
+    policy_approvals,
+    policy_replay_get,
+    policy_replay_report,
+    proposal_statement,
+)
+from apps.policy.services import policy_deploy, policy_replay_request
 from apps.policy.statement import POLICY_DEPLOY_SCOPE, statement_bytes
 from apps.policy.votes import policy_proposal_vote
 from apps.tenancy.audit_trail import Actor
@@ -448,8 +462,156 @@ class DecisionStepSerializer(serializers.Serializer[Any]):
         ref_name = "DecisionStep"
 
 
+class ReplayExampleSerializer(serializers.Serializer[Example]):
+    seq = serializers.IntegerField()
+    action_hash = serializers.CharField()
+    verb = serializers.CharField()
+    workflow = serializers.CharField()
+    tool_name = serializers.CharField()
+    url = serializers.SerializerMethodField(help_text="The receipt's page in the console.")
+
+    class Meta:
+        ref_name = "PolicyReplayExample"
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_url(self, example: Example) -> str:
+        return reverse("admin:receipts_mirrorentry_change", args=[example.pk])
+
+
+class ReplayFlipSerializer(serializers.Serializer[Flip]):
+    """The decisions that flip the same way through the same pair of rules."""
+
+    current = serializers.SerializerMethodField()
+    proposed = serializers.SerializerMethodField()
+    transition = serializers.CharField(help_text='`"<current> -> <proposed>"`')
+    count = serializers.IntegerField(min_value=1)
+    examples = ReplayExampleSerializer(many=True)
+
+    class Meta:
+        ref_name = "PolicyReplayFlip"
+
+    @extend_schema_field(DecisionStepSerializer)
+    def get_current(self, flip: Flip) -> dict[str, str]:
+        return {"decision_path": flip.current_decision, "rule_id": flip.current_rule_id}
+
+    @extend_schema_field(DecisionStepSerializer)
+    def get_proposed(self, flip: Flip) -> dict[str, str]:
+        return {"decision_path": flip.proposed_decision, "rule_id": flip.proposed_rule_id}
+
+
+class DecisionChangeSerializer(serializers.Serializer[DecisionChange]):
+    seq = serializers.IntegerField()
+    action_hash = serializers.CharField()
+    verb = serializers.CharField()
+    workflow = serializers.CharField()
+    before = serializers.SerializerMethodField()
+    after = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "DecisionChange"
+
+    @extend_schema_field(DecisionStepSerializer)
+    def get_before(self, change: DecisionChange) -> dict[str, str]:
+        return {"decision_path": change.before_decision, "rule_id": change.before_rule_id}
+
+    @extend_schema_field(DecisionStepSerializer)
+    def get_after(self, change: DecisionChange) -> dict[str, str]:
+        return {"decision_path": change.after_decision, "rule_id": change.after_rule_id}
+
+
+def _counter(name: str, help_text: str) -> serializers.IntegerField:
+    """A report's count: null until the replay is ready."""
+    return serializers.IntegerField(
+        source=f"report.{name}", min_value=0, allow_null=True, help_text=help_text
+    )
+
+
+class PolicyReplaySerializer(serializers.Serializer[Any]):
+    """A replay of a proposed policy over the org's verified receipts, against the active
+    one. Serializes ``{"replay": PolicyReplay, "report": ReplayReport | None}``; the report's
+    members are null until ``status`` is `ready`."""
+
+    replay_id = serializers.CharField(source="replay.replay_id")
+    status = serializers.ChoiceField(ReplayStatus.values, source="replay.status")
+    url = serializers.SerializerMethodField(help_text="Poll here until `status` is `ready`.")
+    days = serializers.IntegerField(source="replay.days")
+    window_from = Rfc3339Field(source="replay.window_start")
+    window_to = Rfc3339Field(source="replay.window_end")
+    policy_hash = HashField(source="replay.proposed_policy_hash", help_text="The proposed text's.")
+    current_policy_hash = HashField(
+        source="replay.current_policy_hash", help_text="The active pin replayed against."
+    )
+    estimated_receipts = serializers.IntegerField(
+        source="replay.estimated_receipts",
+        help_text="Receipts the window holds by the daily rollups (whole days): above "
+        "`POLICY_REPLAY_INLINE_RECEIPTS` the replay runs in the background.",
+    )
+    created_at = Rfc3339Field(source="replay.created_at")
+    finished_at = Rfc3339Field(source="replay.finished_at", allow_null=True)
+    error = serializers.CharField(source="replay.error")
+    considered = _counter("considered", "Verified action receipts replayed.")
+    changed = _counter("changed", "Of those, decisions that flip.")
+    unchanged = _counter("unchanged", "Of those, decisions that stay.")
+    rule_only_changed = _counter(
+        "rule_only_changed", "Unchanged decisions reached through another rule."
+    )
+    not_verified = _counter(
+        "not_verified", "Receipts left out: the stored text no longer verifies."
+    )
+    retired = _counter(
+        "retired", "Receipts left out: the body is retired (archived past retention)."
+    )
+    not_actions = _counter(
+        "not_actions", "Lifecycle receipts (suspended, approved, ...): nothing to replay."
+    )
+    superseded = _counter("superseded", "L0 receipts whose L1 form is in the window: counted once.")
+    recorded_differs = _counter(
+        "recorded_differs",
+        "Replayed receipts whose recorded decision differs from the active policy's.",
+    )
+    truncated = serializers.BooleanField(
+        source="report.truncated",
+        allow_null=True,
+        help_text="The window held more receipts than `POLICY_PREVIEW_MAX_RECEIPTS`: the "
+        "newest were replayed, back to `covered_from`.",
+    )
+    covered_from = serializers.CharField(
+        source="report.covered_from",
+        allow_null=True,
+        help_text="When the oldest receipt read was received.",
+    )
+    transitions = serializers.SerializerMethodField(
+        help_text='Counts per `"<current> -> <proposed>"` decision change.'
+    )
+    flips = ReplayFlipSerializer(
+        many=True, source="report.flips", allow_null=True, help_text="Most receipts first."
+    )
+    sample = DecisionChangeSerializer(
+        many=True, source="report.sample", allow_null=True, help_text="The newest changes."
+    )
+
+    class Meta:
+        ref_name = "PolicyPreview"
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_url(self, answer: dict[str, Any]) -> str:
+        return reverse("policy-replay", args=[answer["replay"].replay_id])
+
+    @extend_schema_field(
+        {"type": "object", "additionalProperties": {"type": "integer"}, "nullable": True}
+    )
+    def get_transitions(self, answer: dict[str, Any]) -> dict[str, int] | None:
+        report: ReplayReport | None = answer["report"]
+        return None if report is None else dict(report.transitions.most_common())
+
+
+def replay_answer(replay: PolicyReplay) -> dict[str, Any]:
+    return PolicyReplaySerializer({"replay": replay, "report": policy_replay_report(replay)}).data
+
+
 class PolicyPreviewApi(DashboardApi):
-    """Replays the org's recent action receipts through a draft policy; deploys nothing."""
+    """Replays the org's verified receipts of a window through a draft policy and the
+    active one; deploys nothing."""
 
     permission_classes = [role_required(Role.MANAGER)]
 
@@ -464,51 +626,18 @@ class PolicyPreviewApi(DashboardApi):
         class Meta:
             ref_name = "PolicyPreviewRequest"
 
-    class OutputSerializer(serializers.Serializer[Any]):
-        class ChangeSerializer(serializers.Serializer[Any]):
-            seq = serializers.IntegerField()
-            action_hash = serializers.CharField()
-            verb = serializers.CharField()
-            workflow = serializers.CharField()
-            before = serializers.SerializerMethodField()
-            after = serializers.SerializerMethodField()
-
-            class Meta:
-                ref_name = "DecisionChange"
-
-            @extend_schema_field(DecisionStepSerializer)
-            def get_before(self, change: DecisionChange) -> dict[str, str]:
-                return {"decision_path": change.before_decision, "rule_id": change.before_rule_id}
-
-            @extend_schema_field(DecisionStepSerializer)
-            def get_after(self, change: DecisionChange) -> dict[str, str]:
-                return {"decision_path": change.after_decision, "rule_id": change.after_rule_id}
-
-        days = serializers.IntegerField()
-        considered = serializers.IntegerField(min_value=0)
-        changed = serializers.IntegerField(min_value=0)
-        unchanged = serializers.IntegerField(min_value=0)
-        rule_only_changed = serializers.IntegerField(min_value=0)
-        truncated = serializers.BooleanField()
-        transitions = serializers.SerializerMethodField(
-            help_text='Counts per `"<before> -> <after>"` decision change.'
-        )
-        sample = ChangeSerializer(many=True)
-
-        class Meta:
-            ref_name = "PolicyPreview"
-
-        @extend_schema_field({"type": "object", "additionalProperties": {"type": "integer"}})
-        def get_transitions(self, report: PreviewReport) -> dict[str, int]:
-            return dict(report.transitions.most_common())
-
     @extend_schema(
         operation_id="policy_preview",
-        summary="Replay recent receipts under a draft policy; deploys nothing (manager+)",
+        summary="Replay a window of receipts under a draft policy; deploys nothing (manager+)",
+        description="Only receipts that verify again are replayed; the others are counted. "
+        "A window the daily rollups count at most `POLICY_REPLAY_INLINE_RECEIPTS` receipts "
+        "in is replayed at once (200, `status` `ready`); a larger one runs in the background "
+        "(202, `status` `pending`, its report null): poll `url` until it is `ready`.",
         tags=["policy"],
         request=InputSerializer,
         responses={
-            200: ok(OutputSerializer),
+            200: ok(PolicyReplaySerializer, "Replayed now: the report."),
+            202: ok(PolicyReplaySerializer, "Queued: poll `url`."),
             **keyscoped_errors(
                 403,
                 413,
@@ -527,11 +656,30 @@ class PolicyPreviewApi(DashboardApi):
         member = console_principal(request)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        draft = policy_validate(toml=data.validated_data["toml"])
-        report = policy_preview(
+        replay = policy_replay_request(
             org=member.org,
-            draft=draft,
+            toml=data.validated_data["toml"],
             days=data.validated_data["days"],
-            limit=settings.POLICY_PREVIEW_MAX_RECEIPTS,
+            requested_by=member.membership.user,
         )
-        return Response(self.OutputSerializer(report).data)
+        body = replay_answer(replay)
+        if replay.status == ReplayStatus.READY:
+            return Response(body)
+        response = Response(body, status=HTTPStatus.ACCEPTED)
+        response["Location"] = body["url"]
+        return response
+
+
+class PolicyReplayApi(DashboardApi):
+    permission_classes = [role_required(Role.MANAGER)]
+
+    @extend_schema(
+        operation_id="policy_replay",
+        summary="A policy replay's state, and its report once ready (manager+)",
+        tags=["policy"],
+        parameters=[path_parameter("replay_id", "The replay's id (`rpl_…`).")],
+        responses={200: ok(PolicyReplaySerializer), **keyscoped_errors(403, 404)},
+    )
+    def get(self, request: Request, replay_id: str) -> Response:
+        replay = policy_replay_get(org=console_principal(request).org, replay_id=replay_id)
+        return Response(replay_answer(replay))
