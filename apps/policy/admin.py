@@ -435,7 +435,7 @@ class PolicyProposalAdmin(OrgScopedAdmin[PolicyProposal]):
     fields = ("org", "version", "previous_version", "status", "votes_shown", "roster",
               "proposed_by_name", "proposed_via", "created_at", "resolved_at",
               "break_glass_reason", "break_glass_at", "ratified_at", "diff_shown",
-              "signing_page")  # fmt: skip
+              "replay_shown", "signing_page")  # fmt: skip
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -453,6 +453,15 @@ class PolicyProposalAdmin(OrgScopedAdmin[PolicyProposal]):
     @admin.display(description="Diff")
     def diff_shown(self, obj: PolicyProposal) -> str:
         return format_html('<pre class="policy-diff">{}</pre>', obj.diff or "(identical)")
+
+    @admin.display(description="Replay over recent receipts")
+    def replay_shown(self, obj: PolicyProposal) -> str:
+        replay_id = (obj.replay or {}).get("replay_id")
+        if not replay_id:
+            return "-"
+        url = reverse("admin:policy_policyversion_replay", args=[replay_id])
+        days = (obj.replay or {}).get("days", "")
+        return format_html('<a href="{}">what it changes over {} days of receipts</a>', url, days)
 
     @admin.display(description="Signing page")
     def signing_page(self, obj: PolicyProposal) -> str:

@@ -226,6 +226,14 @@ def _propose(
         raise PolicyProposalOpen(
             "another proposal is open for this org", open_policy_id=""
         ) from None
+    # What the change would do, on the receipts it will govern: replayed now (a small
+    # window) or by the worker (the proposal names the replay; its report fills in).
+    replay = policy_replay_request(
+        org=org, toml=version.toml, days=settings.POLICY_PROPOSAL_REPLAY_DAYS,
+        requested_by=actor.user if isinstance(actor.user, User) else None,
+    )  # fmt: skip
+    proposal.replay = {"replay_id": replay.replay_id, "days": replay.days}
+    proposal.save(update_fields=["replay"])
     org_audit_record(
         org=org, kind=AuditKind.POLICY_PROPOSED, actor=actor,
         summary=f"policy {version.policy_id} proposed: {quorum} approval(s) needed",

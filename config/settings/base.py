@@ -341,6 +341,8 @@ POLICY_MAX_TOML_CHARS = env_int("POLICY_MAX_TOML_CHARS", 262_144, minimum=1024)
 POLICY_PREVIEW_MAX_DAYS = env_int("POLICY_PREVIEW_MAX_DAYS", 90, minimum=1)
 POLICY_PREVIEW_MAX_RECEIPTS = env_int("POLICY_PREVIEW_MAX_RECEIPTS", 200_000, minimum=1)
 POLICY_REPLAY_INLINE_RECEIPTS = env_int("POLICY_REPLAY_INLINE_RECEIPTS", 1_000, minimum=0)
+# The window a co-signed policy change is replayed over when it is proposed (days).
+POLICY_PROPOSAL_REPLAY_DAYS = env_int("POLICY_PROPOSAL_REPLAY_DAYS", 7, minimum=1)
 # The fleet view (apps.policy.fleet): seconds after a deploy at which keys still enforcing a
 # replaced version are reported (the policy.stale_agents event, once per deploy), and
 # seconds between the worker's checks for deploys that old (0 turns the checks off).

@@ -261,7 +261,7 @@ def console_screens(extra: dict[str, Any]) -> Iterator[tuple[str, str]]:
                 continue
             if _arguments(pattern) and first is None:
                 continue
-            args = [first.pk] * _arguments(pattern)
+            args = [extra.get(str(pattern.name), first.pk)] * _arguments(pattern)
             query = QUERIES.get(pattern.name, "").format(**extra)
             yield pattern.name, reverse(f"admin:{pattern.name}", args=args) + query
     for pattern in console_urls.urlpatterns:
@@ -311,7 +311,8 @@ def test_every_console_screen_fits_1366_px_with_visible_fields(
     extra = {"old": versions[0], "new": versions[-1], "approval_id": console.pending.approval_id,
              "console-invitation": invitation_token(invited),
              "console-policy-proposal": policy_id,
-             "console-policy-proposal-vote": policy_id}  # fmt: skip
+             "console-policy-proposal-vote": policy_id,
+             "policy_policyversion_replay": proposed.proposal.replay["replay_id"]}  # fmt: skip
     # The receipts the issue names, beside each model's first object.
     screens = [
         *console_screens(extra),

@@ -53,13 +53,13 @@ def pull(secret: str, user_agent: str) -> None:
 def fleet(cast, push) -> dict[str, Any]:
     """acme enforced the corpus policy; one key follows the next deploy, one lags, one
     never pulled; a suspension decided under the corpus policy is still pending."""
-    corpus = policy_deploy(org=cast.acme, toml=CORPUS["policy_toml"])
+    corpus = policy_deploy(org=cast.acme, toml=CORPUS["policy_toml"]).version
     assert corpus.policy_hash == CORPUS["policy_hash"]
     pull(cast.acme_key.secret, LONG_AGENT)
     pull(cast.acme_policy_only_key.secret, "custom-agent/2")
     suspended = suspended_under(corpus.policy_hash)
     assert push(suspended).status_code == HTTPStatus.CREATED
-    active = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    active = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
     pull(cast.acme_key.secret, LONG_AGENT)
     never = api_key_issue(org=cast.acme, scopes=["policy:read"], label="night batch")
     return {"corpus": corpus, "active": active, "never": never, "suspended": suspended}

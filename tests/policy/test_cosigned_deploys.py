@@ -208,7 +208,11 @@ def test_a_2_of_3_co_signed_deploy_through_the_api(cast, dashboard, devices, quo
     assert body["scope"] == "policy:deploy"
     assert (body["status"], body["quorum"], body["approved_count"]) == ("open", 2, 0)
     assert body["votes"] == []
-    assert body["replay"] is None
+    # The change is replayed over the last 7 days of receipts as it is proposed.
+    assert body["replay"]["days"] == 7
+    replay = dashboard("manager").get(f"/v1/policy/replays/{body['replay']['replay_id']}")
+    assert replay.status_code == HTTPStatus.OK, replay.json()
+    assert (replay.json()["status"], replay.json()["policy_hash"]) == ("ready", new_hash)
     assert '+verb = "tool_call"' in body["diff"]
     # Proposed, not active: the SDK still pulls the fail-safe pin.
     pull = sdk(cast.acme_key.secret).get("/v1/policy/pull").json()

@@ -64,13 +64,13 @@ def key_of(issued) -> ApiKey:
 
 
 def test_pulls_by_two_keys_show_one_current_and_one_stale_agent(cast, clock) -> None:
-    first = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    first = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
     clock.advance(minutes=5)
     assert pull(cast.acme_key.secret).status_code == HTTPStatus.OK
     assert pull(cast.acme_policy_only_key.secret, "custom-agent/2").status_code == HTTPStatus.OK
     clock.advance(minutes=5)
     deploy_time = clock.at
-    second = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
+    second = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH).version
     clock.advance(minutes=2)
     assert pull(cast.acme_key.secret).status_code == HTTPStatus.OK
 
@@ -147,7 +147,7 @@ def test_the_fail_safe_pin_is_recorded_under_its_own_name(cast) -> None:
 
 
 def test_the_same_hash_within_a_minute_is_not_written_again(cast) -> None:
-    version = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    version = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
     key = key_of(cast.acme_key)
 
     def row() -> tuple[str, str, datetime, datetime]:
@@ -205,7 +205,7 @@ PULL_ANSWER = (
 
 
 def test_the_pull_answers_byte_for_byte_what_it_answered_before(cast) -> None:
-    version = policy_deploy(org=cast.acme, toml=UNICODE_POLICY)
+    version = policy_deploy(org=cast.acme, toml=UNICODE_POLICY).version
     expected = PULL_ANSWER % (version.policy_hash[:24].encode(), version.policy_hash.encode())
     assert version.policy_hash == "72f11f889fac55ae0c3ba96ab06b49f7220a59348b29eb7a65481948c51b4905"
 
@@ -225,7 +225,7 @@ def test_the_pull_answers_byte_for_byte_what_it_answered_before(cast) -> None:
 @pytest.mark.urls("config.urls.teampath")  # the team-path profile (tests.teampath_fixtures)
 @pytest.mark.usefixtures("teampath_profile")
 def test_a_team_path_pull_is_recorded_too(acme, cast) -> None:
-    version = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    version = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
     response = acme.get("/v1/teams/acme/policy", HTTP_USER_AGENT="countersign-client/1")
     assert response.status_code == HTTPStatus.OK
     assert set(response.json()) == {"version", "rules", "fetchedAt"}
@@ -251,12 +251,12 @@ def test_stale_agents_fire_once_per_deploy_after_the_configured_time(
     cast, clock, settings, subscribed
 ) -> None:
     settings.POLICY_STALE_AGENT_SECONDS = 600
-    first = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH)
+    first = policy_deploy(org=cast.acme, toml=ALLOW_SEARCH).version
     pull(cast.acme_key.secret)
     pull(cast.acme_policy_only_key.secret, "custom-agent/2")
     clock.advance(minutes=30)
     deployed_at = clock.at
-    second = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH)
+    second = policy_deploy(org=cast.acme, toml=BLOCK_SEARCH).version
     clock.advance(minutes=1)
     pull(cast.acme_key.secret)  # this one follows; the policy-only key does not
 

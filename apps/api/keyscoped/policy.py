@@ -199,8 +199,9 @@ class PolicyProposalSerializer(_ProposalFields):
     diff = serializers.CharField(help_text="Unified diff of the replaced text to this one.")
     replay = serializers.JSONField(
         allow_null=True,
-        help_text="The replay of recent receipts under the proposed policy; null until one "
-        "is computed.",
+        help_text="The replay of the last `POLICY_PROPOSAL_REPLAY_DAYS` days of verified "
+        "receipts under the proposed policy, started when it was proposed: `{replay_id, "
+        "days}`; its report at `GET /v1/policy/replays/{replay_id}`.",
     )
     proposed_by = serializers.CharField(source="proposed_by_name")
     created_at = IsoDateTimeField()
