@@ -197,7 +197,6 @@ class ReceiptsArchiveEventSerializer(Serializer):
     class Meta:
         ref_name = "ReceiptsArchiveEvent"
 
-
 class LegalHoldEventSerializer(Serializer):
     """A legal hold was set on the org, or released (by an owner, or an operator)."""
 
