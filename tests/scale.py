@@ -31,10 +31,12 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from apps.approvals.models import Approval
+from apps.events.models import Delivery, Event, WebhookEndpoint
 from apps.receipts.models import MirrorEntry
-from apps.tenancy.models import DEFAULT_SCOPES, Org, Plan, Role
+from apps.tenancy.models import DEFAULT_SCOPES, Org, OrgAuditEvent, Plan, Role
 from apps.tenancy.services import api_key_issue, membership_add, org_create
 from apps.transparency.models import OrgTreeNode, TopLeaf
 from deploy.bench.bulk_rows import insert_select
@@ -261,6 +263,140 @@ def _tree(cursor: Any, org_pk: int, entries: int) -> None:
         "VALUES (%s, %s, decode(md5('c') || md5('c'), 'hex'), %s, now())",
         [SCALE_HEADS, SCALE_HEADS, f"localhost/v1/log\n{SCALE_HEADS}\nAAAA\n"],
     )
+
+
+# --- The console lists' rows beside the mirror -----------------------------------------
+
+# Rows of each console list the big org gets from ``bulk_load_lists``: approvals beyond the
+# one per ``ENTRIES_PER_APPROVAL`` entries, webhook events (one delivery each, over
+# ``SCALE_ENDPOINTS`` endpoints), audit events; and background task results (no org).
+LIST_ROWS = 100_000
+SCALE_ENDPOINTS = 3
+# The statuses of the extra approvals, by n % 10 (every status, most of them decided).
+_APPROVAL_STATUS_SQL = (
+    "CASE WHEN mod(n, 10) < 3 THEN 'approved' WHEN mod(n, 10) = 3 THEN 'rejected' "
+    "WHEN mod(n, 10) = 4 THEN 'expired' WHEN mod(n, 10) = 5 THEN 'decided_locally' "
+    "ELSE 'pending' END"
+)
+
+
+def bulk_load_lists(scale: ScaleOrg, *, rows: int = LIST_ROWS) -> None:
+    """What the console's other lists read, beside ``bulk_load``'s mirror: ``rows`` more
+    approvals of the big org (every status; one in a hundred flagged; decided ones
+    resolved up to an hour after they opened), ``rows`` webhook events each delivered to
+    one of its ``SCALE_ENDPOINTS`` endpoints (one in fifty failed), ``rows`` audit events,
+    ``rows`` task results (one in a hundred failed, over the three queues), and one
+    endpoint, event, delivery and audit event for each small org; then VACUUM ANALYZE. Times are
+    one every 90 seconds back from ``scale.newest`` (the approvals' interleave the
+    existing ones, and some land on the same second: ties the keyset breaks by id)."""
+    org_pk = int(scale.org.pk)
+    newest = f"'{scale.newest.isoformat()}'::timestamptz"
+    at = f"{newest} - n * interval '90 seconds'"
+    small = "tenancy_org o, generate_series(1, 1) AS n WHERE o.slug LIKE 'scale-%%'"
+    with owner_connection() as owner, owner.cursor() as cursor:
+        insert_select(
+            cursor, Approval,
+            {
+                "org_id": str(org_pk),
+                "approval_id": "'apr_list_' || n",
+                "action_hash": _sql_hash("'list-approval:' || n"),
+                "ticket_hash": _sql_hash("'list-ticket:' || n"),
+                "status": _APPROVAL_STATUS_SQL,
+                "flag": "CASE WHEN mod(n, 100) = 6 THEN 'escalated' ELSE '' END",
+                "rule_id": "'rule-' || mod(n, 30)",
+                "workflow": "'wf-' || mod(n, 20)",
+                "session_id": "'as' || (n / 5)",
+                "session_seq": "mod(n, 5)",
+                "created_at": at,
+                "resolved_at": (
+                    f"CASE WHEN mod(n, 10) < 6 THEN {at} + mod(n, 60) * interval '1 minute' END"
+                ),
+            },
+            f"generate_series(1, {int(rows)}) AS n",
+        )  # fmt: skip
+        endpoint = {
+            "endpoint_id": "'ep_scale_' || o.id || '_' || n",
+            "url": "'https://hooks.example.com/' || o.id || '/' || n",
+            "event_types": "'[\"approval.opened\"]'::jsonb",
+            "secret": "'whsec_c2NhbGU='",
+            "org_id": "o.id",
+        }
+        insert_select(
+            cursor, WebhookEndpoint, endpoint,
+            f"tenancy_org o, generate_series(1, {SCALE_ENDPOINTS}) AS n WHERE o.id = {org_pk}",
+        )  # fmt: skip
+        insert_select(cursor, WebhookEndpoint, endpoint, small)
+        event = {
+            "org_id": "o.id",
+            "event_id": "'evt_scale_' || o.id || '_' || n",
+            "type": "'approval.opened'",
+            "payload": "'{}'::jsonb",
+            "created_at": at,
+        }
+        insert_select(
+            cursor, Event, event,
+            f"tenancy_org o, generate_series(1, {int(rows)}) AS n WHERE o.id = {org_pk}",
+        )  # fmt: skip
+        insert_select(cursor, Event, event, small)
+        # Event n of an org goes to its endpoint number n % (its endpoints).
+        insert_select(
+            cursor, Delivery,
+            {
+                "org_id": "e.org_id",
+                "endpoint_id": "w.id",
+                "event_id": "e.id",
+                "status": "CASE WHEN mod(e.id, 50) = 0 THEN 'failed' ELSE 'succeeded' END",
+                "attempts": "1",
+                "next_attempt_at": "e.created_at",
+                "last_attempt_at": "e.created_at",
+                "last_status_code": "CASE WHEN mod(e.id, 50) = 0 THEN 500 ELSE 200 END",
+                "delivered_at": "CASE WHEN mod(e.id, 50) = 0 THEN NULL ELSE e.created_at END",
+                "created_at": "e.created_at",
+            },
+            "events_event e JOIN (SELECT id, org_id, row_number() OVER (PARTITION BY org_id "
+            "ORDER BY id) - 1 AS k, count(*) OVER (PARTITION BY org_id) AS endpoints "
+            "FROM events_webhookendpoint) w ON w.org_id = e.org_id "
+            "AND w.k = mod(e.id, w.endpoints)",
+        )  # fmt: skip
+        audit = {
+            "org_id": "o.id",
+            "at": at,
+            "kind": ("CASE WHEN mod(n, 7) = 0 THEN 'api_key.revoked' ELSE 'api_key.issued' END"),
+            "summary": "'API key hk_' || n || ' issued'",
+            "detail": "'{}'::jsonb",
+            "via": "CASE WHEN mod(n, 3) = 0 THEN 'console' ELSE 'api' END",
+            "actor": "'scale-owner'",
+        }
+        insert_select(
+            cursor, OrgAuditEvent, audit,
+            f"tenancy_org o, generate_series(1, {int(rows)}) AS n WHERE o.id = {org_pk}",
+        )  # fmt: skip
+        insert_select(cursor, OrgAuditEvent, audit, small)
+        insert_select(
+            cursor, DBTaskResult,
+            {
+                "id": "gen_random_uuid()",
+                "status": "CASE WHEN mod(n, 100) = 0 THEN 'FAILED' ELSE 'SUCCESSFUL' END",
+                "enqueued_at": at,
+                "started_at": at,
+                "finished_at": at,
+                "args_kwargs": "'{\"args\": [], \"kwargs\": {}}'::jsonb",
+                "task_path": "'apps.events.tasks.deliver_webhook'",
+                "queue_name": (
+                    "CASE mod(n, 3) WHEN 0 THEN 'default' WHEN 1 THEN 'periodic' "
+                    "ELSE 'deliveries' END"
+                ),
+                "backend_name": "'default'",
+                "run_after": "'9999-01-01'::timestamptz",
+                "exception_class_path": "''",
+                "traceback": "''",
+            },
+            f"generate_series(1, {int(rows)}) AS n",
+        )  # fmt: skip
+        # Vacuumed too, as autovacuum leaves a table whose rows have settled: the
+        # visibility map lets a plan read an index alone.
+        for model in (Approval, WebhookEndpoint, Event, Delivery, OrgAuditEvent, DBTaskResult):
+            cursor.execute(f"VACUUM ANALYZE {model._meta.db_table}")
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,13 @@ from apps.approvals.models import (
     ApproverKey,
     ApproverKeyState,
 )
-from apps.approvals.selectors import approval_roster, approver_key_name, approver_names
+from apps.approvals.search import ApprovalSearch, approval_prefix_match, approval_search
+from apps.approvals.selectors import (
+    approval_roster,
+    approvals_recently_decided,
+    approver_key_name,
+    approver_names,
+)
 from apps.approvals.services import (
     approval_escalation_set,
     approver_key_confirm,
@@ -37,6 +43,7 @@ from apps.common.stored_json import stored_value
 from apps.receipts.admin import ApprovalLink, receipt_page_shows_approvals
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write, writable_orgs
+from apps.tenancy.admin_paging import KeysetAdmin, KeysetChangeList
 from apps.tenancy.audit_trail import Actor
 from apps.tenancy.models import Membership
 
@@ -169,17 +176,34 @@ class ApproverKeyAdmin(OrgScopedAdmin[ApproverKey]):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(OrgScopedAdmin[Approval]):
-    """The approval queue: read-only here; votes are signed on the approvers' devices."""
+class ApprovalAdmin(KeysetAdmin, OrgScopedAdmin[Approval]):
+    """The approval queue: read-only here; votes are signed on the approvers' devices.
+
+    One org at a time, newest first, paged by (created_at, id) without a count: each status
+    is a branch read through the (org, status, created_at) index (one when the status
+    filter is on); an exact id, hash or session is read by its own index, and the flag
+    filter or a rule or workflow prefix looks through a window (apps.tenancy.admin_paging).
+    """
 
     # What each approval asks, readable at 1366 px: the org is a filter; the receipt and
     # the dates are on the approval's page; "Review and sign" opens the signing page.
     list_display = ["approval_shown", "asked", "rule_shown", "agent_shown", "roster_votes",
                     "time_left"]  # fmt: skip
-    search_help_text = "Searches approval id, rule, workflow, and full action or ticket hash."
+    search_help_text = (
+        "Finds a full approval id, action hash, ticket hash or session id, or a rule or "
+        "workflow by the start of its name (among the next approvals)."
+    )
     change_list_template = "admin/approvals/approval/change_list.html"
-    list_filter = ["status", OrgFilter, "flag"]
-    search_fields = ["approval_id", "action_hash", "ticket_hash", "rule_id", "workflow"]
+    list_filter = [OrgFilter, "status", "flag"]
+    # The stock search is replaced (apps.approvals.search); these name what it finds.
+    search_fields = ["=approval_id", "=action_hash", "=ticket_hash", "=session_id", "rule_id",
+                     "workflow"]  # fmt: skip
+    keyset = ("-created_at", "-id")
+    keyset_params = frozenset({"org", "status"})
+    # Up to one window a status branch: a windowed page reads at most 5 x 400 approvals.
+    keyset_window = 400
+    keyset_search_in_window = False
+    list_per_page = 50
     readonly_fields = ["approval_id", "org", "asked", "rule_shown", "agent_shown", "time_left",
                        "receipt_link", "sign_link", "action_hash",
                        "ticket_hash", "status",
@@ -197,18 +221,56 @@ class ApprovalAdmin(OrgScopedAdmin[Approval]):
     def has_change_permission(self, request: HttpRequest, obj: Approval | None = None) -> bool:
         return False
 
+    def _search(self, request: HttpRequest, term: str) -> ApprovalSearch:
+        """The search of the list's org for ``term``, once per request."""
+        cached: ApprovalSearch | None = getattr(request, "_approval_search", None)
+        if cached is None:
+            org_id = self.list_org_id(request)
+            cached = ApprovalSearch()
+            if org_id is not None and term.strip():
+                cached = approval_search(
+                    queryset=self.get_queryset(request), org_id=org_id, term=term
+                )
+            request._approval_search = cached  # type: ignore[attr-defined]
+        return cached
+
+    def keyset_search_windowed(self, request: HttpRequest, term: str) -> bool:
+        return bool(term.strip()) and self._search(request, term).windowed
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Approval], search_term: str
+    ) -> tuple[QuerySet[Approval], bool]:
+        if self.keyset_search_windowed(request, search_term):
+            return queryset.filter(approval_prefix_match(search_term)), False
+        return queryset, False
+
+    def keyset_branches(
+        self, request: HttpRequest, queryset: QuerySet[Any], changelist: KeysetChangeList
+    ) -> list[QuerySet[Any]]:
+        org_id = self.list_org_id(request)
+        if org_id is None:
+            return []
+        if changelist.query and not self._search(request, changelist.query).windowed:
+            return self._search(request, changelist.query).branches
+        status = request.GET.get("status__exact", "")
+        statuses = [status] if status else list(ApprovalStatus.values)
+        rows = queryset.filter(org_id=org_id)
+        return [rows.filter(status=value) for value in statuses]
+
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> Any:
-        """The queue keeps the recently decided approvals beside the pending ones."""
-        decided = (
-            self.get_queryset(request)
-            .exclude(status="pending")
-            .filter(resolved_at__isnull=False)
-            .order_by("-resolved_at")[:10]
-        )
-        context = {"recently_decided": list(decided), **(extra_context or {})}
-        return super().changelist_view(request, context)
+        """The queue keeps the org's recently decided approvals beside the list."""
+        response = super().changelist_view(request, extra_context)
+        org_id = self.list_org_id(request)  # set by the list when the request had none
+        context = getattr(response, "context_data", None)
+        if context is not None:
+            context["recently_decided"] = (
+                approvals_recently_decided(approvals=self.get_queryset(request), org_id=org_id)
+                if org_id is not None
+                else []
+            )
+        return response
 
     def render_change_form(self, request: HttpRequest, context: dict[str, Any], *args: Any,
                            **kwargs: Any) -> Any:  # fmt: skip

@@ -220,6 +220,14 @@ class Approval(models.Model):
                 condition=~models.Q(ticket_hash=""),
             ),
             models.Index(fields=["org", "status", "created_at"], name="approval_org_status"),
+            # The console's "recently decided": an org's last decisions, newest first (the
+            # id breaks a tie: decisions of one instant are not all read to order them).
+            # Partial: ``resolved_at IS NOT NULL`` is written out in every plan that reads it.
+            models.Index(
+                fields=["org", "resolved_at", "id"],
+                name="approval_org_resolved",
+                condition=models.Q(resolved_at__isnull=False),
+            ),
             models.Index(
                 fields=["org", "session_id", "session_seq"],
                 name="approval_org_session",

@@ -115,6 +115,18 @@ def approval_resolve(*, org: Org, ref: str) -> Approval | None:
     return by_ticket[0] if by_ticket else None
 
 
+def approvals_recently_decided(
+    *, approvals: QuerySet[Approval], org_id: int, limit: int = 10
+) -> list[Approval]:
+    """The org's ``limit`` approvals decided last (among ``approvals``, the reader's), newest
+    first: the decided ones of the (org, resolved_at) index (a pending approval has no
+    ``resolved_at``, so it is not in it), ``limit`` entries of it."""
+    decided = approvals.filter(org_id=org_id, resolved_at__isnull=False)
+    return list(
+        decided.exclude(status=ApprovalStatus.PENDING).order_by("-resolved_at", "-id")[:limit]
+    )
+
+
 def mirrored_content(*, org: Org, action_hash: str) -> dict[str, Any] | None:
     """The content of the mirrored receipt with ``action_hash``, if any (none once its body
     is retired past the org's retention: it is then only in the org's archive)."""

@@ -19,6 +19,9 @@ from apps.common.errors import DomainError
 from apps.tenancy.models import Membership, Org, Role
 
 M = TypeVar("M", bound=Model)
+# Set on the request while a keyset list applies its filters to rows its branches found
+# (apps.tenancy.admin_paging): the org filter leaves the org to the branches.
+ROWS_BY_PK = "_keyset_rows_by_pk"
 
 
 def member_roles(request: HttpRequest) -> dict[int, Role]:
@@ -73,7 +76,7 @@ class OrgFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
-        if not value or not value.isdigit():
+        if not value or not value.isdigit() or getattr(request, ROWS_BY_PK, False):
             return queryset
         lookup = getattr(self.model_admin, "org_lookup", "org_id")
         return queryset.filter(**{lookup: int(value)})
@@ -98,8 +101,13 @@ class OrgScopedAdmin(UnfoldModelAdmin, admin.ModelAdmin[M], Generic[M]):
             value = getattr(value, part)
         return int(value) if value is not None else None
 
+    def unscoped_queryset(self, request: HttpRequest) -> QuerySet[M]:
+        """The admin's queryset before the filter of the user's orgs (row-level security
+        still applies in the database)."""
+        return super().get_queryset(request)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[M]:
-        queryset = super().get_queryset(request)
+        queryset = self.unscoped_queryset(request)
         if request.user.is_superuser:
             return queryset
         return queryset.filter(**{f"{self.org_lookup}__in": list(member_roles(request))})

@@ -9,11 +9,14 @@ after is the rows whose key (``keyset``, newest first) is below the last row sho
 A page is read in two steps. First the candidates: each *branch* (a queryset that one
 index answers in key order: the org's rows, or one value of an indexed column) gives the
 keys of its first rows after the cursor, ``LIMIT`` per page; the branches are merged by
-key. Then the rows themselves, by primary key, through the changelist's queryset with
-every filter applied. A filter no index serves (``keyset_params`` names those that are
-served) turns the page into a *window*: the candidates are the next ``keyset_window``
-rows of the branches, and the page shows those that match; "Older" goes on below the
-window. Either way a page visits at most (number of branches) x (window or page) rows.
+key. Then the rows themselves, by primary key alone (the org conditions stay with the
+branches: ``KeysetChangeList._by_pk`` says why), with every filter applied. A filter no
+index serves (``keyset_params`` names those that are served) turns the page into a
+*window*: the candidates are the next ``keyset_window`` rows of the branches, the filters
+are applied to each branch over the window's span of the key (a range of the branch's own
+index), and the page shows those that match; "Older" goes on below the window. Either way
+a page visits at most (number of branches) x (window or page) rows, and nothing counts
+them: no total, no numbered pages, no filter counts ("facets").
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.contrib.admin.options import ShowFacets
 from django.contrib.admin.views.main import ChangeList
 from django.db import connection
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
-from apps.tenancy.admin_access import member_roles
+from apps.tenancy.admin_access import ROWS_BY_PK, member_roles
 from apps.tenancy.models import Org
 
 AFTER_VAR = "after"  # the page of rows older than this key
@@ -93,7 +97,7 @@ class KeysetChangeList(ChangeList):
         served = admin.keyset_params | {"org"}
         windowed = any(
             name.split("__")[0] not in served for name in self.get_filters_params()
-        ) or bool(self.query and admin.keyset_search_in_window)
+        ) or bool(self.query and admin.keyset_search_windowed(request, self.query))
         page = KeysetPage(per_page=self.list_per_page)
         limit = admin.keyset_window if windowed else self.list_per_page + 1
         branches = admin.keyset_branches(request, self.root_queryset, self)
@@ -110,21 +114,20 @@ class KeysetChangeList(ChangeList):
         )
         if windowed:
             page.window = len(candidates)
-            order = keyset if newer_first else [_reversed(key) for key in keyset]
-            matching = self.queryset.filter(pk__in=[candidate[-1] for candidate in candidates])
-            rows = list(matching.order_by(*order)[: self.list_per_page + 1])
-            if len(rows) > self.list_per_page:  # a full page: go on after its last row
-                rows = rows[: self.list_per_page]
-                more, last_key = True, _key_of(rows[-1], names)
+            # Which of the window's rows match, then the page in the window's order.
+            matching = self._matching(request, branches, candidates, names[0])
+            hits = [candidate for candidate in candidates if candidate[-1] in matching]
+            if len(hits) > self.list_per_page:  # a full page: go on after its last row
+                hits = hits[: self.list_per_page]
+                more, last_key = True, tuple(hits[-1][:-1])
             else:  # the window is looked through: go on below it, if there is more
                 more = len(candidates) == limit
                 last_key = tuple(candidates[-1][:-1]) if candidates else ()
+            rows = self._rows(request, hits)
         else:
             more = len(candidates) > self.list_per_page
             candidates = candidates[: self.list_per_page]
-            wanted = self.queryset.filter(pk__in=[candidate[-1] for candidate in candidates])
-            by_pk = {row.pk: row for row in wanted}
-            rows = [by_pk[pk] for *_, pk in candidates if pk in by_pk]
+            rows = self._rows(request, candidates)
             last_key = tuple(candidates[-1][:-1]) if candidates else ()
         if not newer_first:
             rows.reverse()
@@ -149,14 +152,64 @@ class KeysetChangeList(ChangeList):
         self.multi_page = bool(page.older or page.newer)
         self.paginator = page
 
+    def _filtered(self, request: HttpRequest, root: QuerySet[Any]) -> QuerySet[Any]:
+        """The list's filters and search applied to ``root`` instead of the admin's
+        queryset, in no order (an order would let a plan walk the key's index past every
+        row); the org filter is left to ``root``."""
+        self.root_queryset, saved = root, self.root_queryset
+        setattr(request, ROWS_BY_PK, True)
+        try:
+            return self.get_queryset(request).order_by()
+        finally:
+            self.root_queryset = saved
+            delattr(request, ROWS_BY_PK)
+
+    def _matching(
+        self,
+        request: HttpRequest,
+        branches: list[QuerySet[Any]],
+        candidates: list[tuple[Any, ...]],
+        first_key: str,
+    ) -> set[Any]:
+        """Which of the window's rows the list's filters and search keep: each branch
+        read over the window's span of its first key (a range of the branch's own index,
+        as long as the window, whatever the filters), in one statement."""
+        if not candidates:
+            return set()
+        firsts = [candidate[0] for candidate in candidates]
+        span = Q(**{f"{first_key}__gte": min(firsts), f"{first_key}__lte": max(firsts)})
+        reads = [
+            self._filtered(request, branch.filter(span)).values_list("pk", flat=True)
+            for branch in branches
+        ]
+        if len(reads) > 1 and connection.features.supports_slicing_ordering_in_compound:
+            found = set(reads[0].union(*reads[1:], all=True))
+        else:
+            found = {pk for read in reads for pk in read}
+        # The span may hold a row of the same first key just past the window: not shown.
+        return found & {candidate[-1] for candidate in candidates}
+
+    def _by_pk(self, request: HttpRequest, pks: list[Any]) -> QuerySet[Any]:
+        """The list's filters and search on the rows ``pks`` alone, read by primary key,
+        in no order (an order would let a plan walk the key's index past every row).
+
+        The org conditions (the user's orgs, the org shown) are left out: the candidates
+        came from the branches, which hold them, and a plan made for any org (a generic
+        plan) reckons an org's rows at the average org's few, so it would read the org's
+        rows through the org's index rather than these by theirs. Row-level security
+        still applies in the database."""
+        unscoped = self.model_admin.keyset_unscoped_queryset(request)
+        return self._filtered(request, unscoped.filter(pk__in=pks))
+
+    def _rows(self, request: HttpRequest, candidates: list[tuple[Any, ...]]) -> list[Any]:
+        """The rows of ``candidates`` (primary key last), in their order."""
+        by_pk = {row.pk: row for row in self._by_pk(request, [c[-1] for c in candidates])}
+        return [by_pk[pk] for *_, pk in candidates if pk in by_pk]
+
     def _cursor_url(self, name: str, cursor: str | None) -> str:
         if cursor is None:
             return ""
         return self.get_query_string({name: cursor}, remove=[AFTER_VAR, BEFORE_VAR])
-
-
-def _reversed(key: str) -> str:
-    return key[1:] if key.startswith("-") else f"-{key}"
 
 
 def _key_of(row: Model, names: list[str]) -> tuple[Any, ...]:
@@ -254,12 +307,20 @@ class KeysetAdmin:
     one_org_at_a_time = True
     sortable_by: Any = ()  # a header sort would sort the org's rows
     show_full_result_count = False
+    show_facets = ShowFacets.NEVER  # "Show counts" would count the org's rows per filter
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return KeysetChangeList
 
     def get_keyset(self, request: HttpRequest, changelist: KeysetChangeList) -> tuple[str, ...]:
         return self.keyset
+
+    def keyset_unscoped_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """What a page's rows are read from by primary key: the admin's queryset without
+        its filter of the user's orgs (``KeysetChangeList._by_pk``)."""
+        unscoped = getattr(self, "unscoped_queryset", None) or getattr(self, "get_queryset")  # noqa: B009
+        queryset: QuerySet[Any] = unscoped(request)
+        return queryset
 
     def list_org_id(self, request: HttpRequest) -> int | None:
         """The org the list shows (the ``org`` parameter, checked by the queryset's
@@ -279,6 +340,11 @@ class KeysetAdmin:
                 return []
             return [queryset.filter(**{getattr(self, "org_lookup", "org_id"): org_id})]
         return [queryset]
+
+    def keyset_search_windowed(self, request: HttpRequest, term: str) -> bool:
+        """Whether the search for ``term`` looks through the window (a search no index
+        serves), rather than being read as branches (``keyset_branches``)."""
+        return self.keyset_search_in_window
 
     def keyset_window_range(
         self,
@@ -307,7 +373,7 @@ class KeysetAdmin:
     ) -> tuple[QuerySet[Any], bool]:
         """A search no index serves looks through the window, like a filter; a list whose
         search is indexed reads it as branches of the page (``keyset_branches``)."""
-        if self.keyset_search_in_window:
+        if self.keyset_search_windowed(request, search_term):
             return super().get_search_results(request, queryset, search_term)  # type: ignore[misc,no-any-return]
         return queryset, False
 

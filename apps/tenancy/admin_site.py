@@ -185,17 +185,23 @@ def _superusers_only(model_admin: Any, request: HttpRequest, *args: Any) -> bool
 
 def theme_internal_tables(site: Any) -> None:
     """Re-register each of INTERNAL_TABLES with its own admin class mixed with the theme's,
-    so that its pages look like the console's, and visible to superusers only."""
+    so that its pages look like the console's, and visible to superusers only; a table
+    that grows with the service's work gets a list that pages without counting it."""
     # unfold.admin defines model admins: it cannot load with this module (see index()).
     from unfold.admin import ModelAdmin as UnfoldModelAdmin
+
+    from apps.tenancy.admin_task_results import TaskResultList
+
+    paged_lists: dict[str, type] = {"django_tasks_database.dbtaskresult": TaskResultList}
 
     for model, model_admin in list(site._registry.items()):
         stock = type(model_admin)
         if model._meta.label_lower not in INTERNAL_TABLES or issubclass(stock, UnfoldModelAdmin):
             continue
+        paged = paged_lists.get(model._meta.label_lower)
         themed = type(
             f"Themed{stock.__name__}",
-            (stock, UnfoldModelAdmin),
+            (paged, stock, UnfoldModelAdmin) if paged else (stock, UnfoldModelAdmin),
             {"has_module_permission": _superusers_only, "has_view_permission": _superusers_only},
         )
         site.unregister(model)

@@ -56,3 +56,31 @@ def test_a_rotation_through_the_api_shows_in_the_orgs_audit_log(cast) -> None:
     assert "approver key desk registered" in html
     # Nobody edits it.
     assert member("owner").get("/admin/tenancy/orgauditevent/add/").status_code == 403
+
+
+def test_another_orgs_approvals_are_not_listed_however_asked_for(cast) -> None:
+    theirs = approval_open(org=cast.globex, action_hash="ef" * 32, rule_id="globex.review")
+    client = member("owner")
+    for params in (
+        {"org": cast.globex.pk},
+        {"org": cast.globex.pk, "status__exact": "pending"},
+        {"q": theirs.approval.approval_id},
+        {"org": cast.globex.pk, "q": "ef" * 32},
+        {"org": cast.globex.pk, "q": "globex"},
+    ):
+        html = client.get("/admin/approvals/approval/", params).content.decode()
+        assert f"/approval/{theirs.approval.pk}/change/" not in html, params
+
+
+def test_the_queue_finds_an_approval_by_its_id_hash_or_rule_prefix(cast) -> None:
+    opened = approval_open(org=cast.acme, action_hash="ab" * 32, rule_id="payments.review")
+    other = approval_open(org=cast.acme, action_hash="cd" * 32, rule_id="refunds.review")
+    client = member("viewer")
+    found, left = f"/approval/{opened.approval.pk}/change/", f"/approval/{other.approval.pk}/"
+    for term in (opened.approval.approval_id, "ab" * 32, "payments", "payments.rev"):
+        html = client.get("/admin/approvals/approval/", {"q": term}).content.decode()
+        assert found in html, term
+        assert left not in html, term
+    # The middle of a rule id is not searched.
+    html = client.get("/admin/approvals/approval/", {"q": "review"}).content.decode()
+    assert found not in html

@@ -6,6 +6,7 @@ from __future__ import annotations
 from http import HTTPStatus
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 
 from apps.events.models import Delivery, EmailSubscription, WebhookEndpoint
@@ -145,3 +146,31 @@ def test_console_endpoint_acts_are_recorded_in_the_org_audit_trail(cast) -> None
         (AuditKind.WEBHOOK_ENDPOINT_DISABLED, "console", "acme-manager", detail),
         (AuditKind.WEBHOOK_ENDPOINT_ENABLED, "console", "acme-manager", detail),
     ]
+
+
+def test_another_orgs_deliveries_are_not_listed_however_asked_for(cast) -> None:
+    """The delivery log pages by endpoint; a member naming another org, its endpoint or its
+    webhook-id gets an empty list, not that org's deliveries."""
+    theirs = webhook_endpoint_create(
+        org=cast.globex, url="http://127.0.0.1:9/x", event_types=["policy.deployed"]
+    )
+    policy_deploy(org=cast.globex, toml=rule_toml("g", "tool_call", "allow"))
+    fan_out()
+    delivery = Delivery.objects.get(endpoint=theirs)
+    client = member("owner")
+    for params in (
+        {"org": cast.globex.pk},
+        {"org": cast.globex.pk, "endpoint__id__exact": theirs.pk},
+        {"q": theirs.endpoint_id},
+        {"org": cast.globex.pk, "q": delivery.event.event_id},
+    ):
+        page = client.get("/admin/events/delivery/", params)
+        assert page.status_code == HTTPStatus.OK, params
+        assert f"/admin/events/delivery/{delivery.pk}/change/" not in page.content.decode()
+    # Whoever may see it sees it there.
+    root = Client()
+    root.force_login(get_user_model().objects.create_superuser("root", "r@example.com", "pw"))
+    own = root.get(
+        "/admin/events/delivery/", {"org": cast.globex.pk, "endpoint__id__exact": theirs.pk}
+    )
+    assert f"/admin/events/delivery/{delivery.pk}/change/" in own.content.decode()
