@@ -16,10 +16,15 @@ from apps.tenancy.models import ApiKey, AuditKind, Org, OrgAuditEvent
 
 User = AbstractBaseUser | AnonymousUser
 
+# How an act reached the service: the console, the API (an SDK key or a dashboard user), a
+# management command, or a background task (evidence export, retention). Every ``via`` an
+# audit row holds is one of these; the console's filter offers exactly them.
+ACTOR_VIAS = ("console", "api", "command", "task", "scim")
+
 
 @dataclass(frozen=True)
 class Actor:
-    via: str  # "console", "api" or "command"
+    via: str  # one of ACTOR_VIAS
     user: User | None = None
     api_key: ApiKey | None = None
     name: str = ""  # who, in words: a username, or the command's --actor

@@ -1,33 +1,53 @@
 #!/usr/bin/env python
 """Every dashboard, console and API read of an org of ``--entries`` entries (default
 10,000,000) against the same read of an org of ``--small-entries`` (default 10,000), in one
-run, on a fresh PostgreSQL database.
+run, on a PostgreSQL database of its own (created afresh unless ``--reuse``).
 
 The big org's entries, and those of ``--small-orgs`` orgs of the small size beside it, are
 written in bulk as the tables' owner (COPY, the columns taken from the model: see
 deploy/bench/bulk_rows.py), with their approvals (one per 100 entries), events and webhook
 deliveries (one per 100 entries), org audit events (one per 100 entries), every node of
-each org's tree (hashes made up: the routes are timed, not the proofs checked) and a real
-published epoch. Each org's newest ``DAY_ENTRIES`` entries were received on the last day
-(the evidence export's window, the same size in both orgs); the rest over the year before.
+each org's tree (hashes made up: the routes are timed, not the proofs checked), a real
+published epoch, the dashboard rollups folded, and the deployment's finished task results
+(one per 100 entries of all orgs). Each org's newest ``DAY_ENTRIES`` entries were received
+on the last day (the evidence export's window, the same size in both orgs); the rest over
+the year before.
 
+Before measuring, as a worker and autovacuum would have by then: the rollups are caught up
+(``rollups_catch_up``) and the database is vacuumed and analysed (quick once done).
 Then each read runs in this process through Django's test client (no network), as the
-application role under row-level security, signed in as the org's owner (console pages), a
-dashboard session (dashboard API) or the org's SDK key (SDK API): ``--calls`` calls after
-``WARMUP`` (at most ``--budget`` seconds a read and org, at least ``MIN_CALLS``), median and
-p99, and the ratio of the big org's median to the small one's. A read passes when the ratio
-is at most ``MAX_RATIO`` and both p99 are at most ``MAX_P99_MS``.
+application role under row-level security, signed in as the org's owner (console pages; the
+reads named ``*_operator`` as a console superuser, who sees every org's rows: the task
+results, the deployment's, and two of the org's pages again), a dashboard session (dashboard API)
+or an SDK key the run issues (SDK API): ``--calls`` calls of each org's read in turn (small,
+big, small, …) after ``WARMUP`` (at least ``MIN_CALLS``, at most ``--budget`` seconds a read
+and org), median and p99, and the ratio of the big org's median to the small one's. A read
+passes when the ratio is at most ``MAX_RATIO`` and both p99 are at most ``MAX_P99_MS``. Each
+read is also run once more with every SELECT replayed under ``EXPLAIN (ANALYZE, BUFFERS)``
+in the org's context: the pages it touches, a count the machine's load does not move, which
+grows with the org only where a statement reads rows in proportion to it (``pages_read``).
 
-It also measures the mirror's table and index bytes per receipt
-(:func:`storage_per_receipt`); :func:`storage_after` measures the same after a change it is
-given (retiring 90% of the bodies, once that exists).
+Last, the mirror table's bytes per receipt (heap, TOAST, indexes, total; ``--no-storage``
+skips it): as loaded, right after retiring the oldest 90% of the big org's bodies with the
+real service (``mirror_bodies_retire``, through ``retention_bench.retire_fraction``), and
+after a plain ``VACUUM``, with the free space it left in the pages. This runs on a copy of
+the database (``<name>_retire``, made with ``CREATE DATABASE … TEMPLATE``, dropped after),
+so the loaded database keeps its bodies and can be measured again.
 
-    python deploy/bench/read_scale.py [--entries 10000000] [--small-entries 10000]
-        [--small-orgs 3] [--calls 50] [--budget 20] [--reads analytics,receipt_detail,...]
-        [--reuse]
+Load once (about 30 minutes at 10,000,000 on two shared cores; 18 GB), then measure, now
+or later, as often as wanted:
 
-``--reuse`` measures an already loaded database again (no new load). Everything runs on
-127.0.0.1; every loop is bounded by count and time.
+    python deploy/bench/read_scale.py --entries 10000000 --load-only \
+        --database-url postgres://mirror_app@127.0.0.1:5432/mirror_bench \
+        --owner-url postgres://postgres@127.0.0.1:5432/mirror_bench
+    python deploy/bench/read_scale.py --reuse \
+        --database-url postgres://mirror_app@127.0.0.1:5432/mirror_bench \
+        --owner-url postgres://postgres@127.0.0.1:5432/mirror_bench
+
+Other flags: ``[--small-entries 10000] [--small-orgs 3] [--calls 50] [--budget 20]
+[--reads analytics_api,receipt_detail,…|none] [--no-storage]``. Without ``--reuse`` and
+``--load-only`` one run loads and measures. Everything runs on 127.0.0.1; every loop is
+bounded by count and time.
 """
 
 from __future__ import annotations
@@ -41,7 +61,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -127,6 +146,7 @@ def entry_rows(
             "verb": "call",
             "decision_path": "allow",
             "rule_id": f"rule-{seq % 30}",
+            "tool_name": f"tool-{seq % 50}",
         }
 
 
@@ -199,6 +219,57 @@ def load_org(owner: Any, org_pk: int, size: int, last_day: datetime) -> None:
     owner.commit()
 
 
+def task_results_seed(owner: Any) -> int:
+    """Finished task results (deliveries, exports, sweeps a worker ran), one per
+    ``PER_ROW`` entries of all orgs, six seconds apart; only the rows missing are written
+    (a database loaded before this step gets them when it is measured).
+    The table is the deployment's, not an org's: both orgs' consoles list the same rows."""
+    from django_tasks_db.models import DBTaskResult
+
+    from deploy.bench.bulk_rows import insert_select
+
+    with owner.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT coalesce(sum(size), 0) FROM receipts_mirrorhead) / %s "  # noqa: S608
+            f"- (SELECT count(*) FROM {DBTaskResult._meta.db_table})",
+            [PER_ROW],
+        )
+        missing = int(cursor.fetchone()[0])
+        if missing > 0:
+            at = "now() - n * interval '6 seconds'"
+            insert_select(cursor, DBTaskResult, {
+                "id": "gen_random_uuid()",
+                "status": "'SUCCESSFUL'",
+                "args_kwargs": "'{\"args\": [], \"kwargs\": {}}'::jsonb",
+                "priority": "0",
+                "task_path": "'apps.events.tasks.deliver_webhook'",
+                "queue_name": "'default'",
+                "backend_name": "'default'",
+                "run_after": at,
+                "enqueued_at": at,
+                "started_at": at,
+                "finished_at": at,
+                "return_value": "'null'::jsonb",
+                "exception_class_path": "''",
+                "traceback": "''",
+                "worker_ids": "'[\"bench\"]'::jsonb",
+            }, "generate_series(1, %s) AS n", [missing])  # fmt: skip
+    owner.commit()
+    return max(missing, 0)
+
+
+def vacuum_analyze(owner_url: str) -> None:
+    """``VACUUM (ANALYZE)`` of the whole database, what autovacuum would have done by the
+    time an org is this old: the rollup rows the load's triggers rewrote many times in one
+    transaction lose their dead versions, and the mirror's pages are marked all-visible
+    (the search's index-only scans depend on it). Quick once done: a page still
+    all-visible is skipped."""
+    import psycopg
+
+    with psycopg.connect(owner_url, autocommit=True) as owner:
+        owner.execute("VACUUM (ANALYZE)")
+
+
 def made_up_tree(cursor: Any, org_pk: int, size: int) -> None:
     """Every node of an org tree of ``size`` leaves, hashes made up, and its ``OrgLog`` at
     that size (so the next epoch publishes it)."""
@@ -221,28 +292,61 @@ def made_up_tree(cursor: Any, org_pk: int, size: int) -> None:
 # --- storage ------------------------------------------------------------------------------
 
 
-def storage_per_receipt(owner: Any) -> dict[str, float]:
-    """The mirror table's heap (with its TOAST) and index bytes, per stored receipt."""
+STORAGE_SQL = """
+SELECT pg_relation_size(c.oid), coalesce(pg_total_relation_size(NULLIF(c.reltoastrelid, 0)), 0),
+       pg_indexes_size(c.oid), pg_total_relation_size(c.oid),
+       (SELECT sum(size) FROM receipts_mirrorhead)
+FROM pg_class c WHERE c.oid = 'receipts_mirrorentry'::regclass
+"""
+
+
+def storage_per_receipt(owner: Any, step: str) -> dict[str, Any]:
+    """The mirror table's bytes per stored receipt (every org's): its heap, its TOAST (with
+    the TOAST index), its indexes, and the whole (``pg_total_relation_size``)."""
     with owner.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_table_size('receipts_mirrorentry'), "
-            "pg_indexes_size('receipts_mirrorentry'), (SELECT sum(size) FROM receipts_mirrorhead)"
-        )
-        table, indexes, receipts = cursor.fetchone()
+        cursor.execute(STORAGE_SQL)
+        heap, toast, indexes, total, receipts = cursor.fetchone()
+    owner.commit()  # no transaction left open: VACUUM may remove what it would see
     receipts = int(receipts or 0)
+    per = max(receipts, 1)
     return {
+        "step": step,
         "receipts": receipts,
-        "table_bytes_per_receipt": round(table / max(receipts, 1), 1),
-        "index_bytes_per_receipt": round(indexes / max(receipts, 1), 1),
-        "total_bytes_per_receipt": round((table + indexes) / max(receipts, 1), 1),
+        "heap_mb": round(heap / 2**20, 1),
+        "toast_mb": round(toast / 2**20, 1),
+        "indexes_mb": round(indexes / 2**20, 1),
+        "total_mb": round(total / 2**20, 1),
+        "heap_per_receipt": round(heap / per, 1),
+        "toast_per_receipt": round(toast / per, 1),
+        "index_per_receipt": round(indexes / per, 1),
+        "total_per_receipt": round(total / per, 1),
     }
 
 
-def storage_after(change: Callable[[], object], owner: Any) -> dict[str, float]:
-    """:func:`storage_per_receipt` after ``change()`` (e.g. retiring 90% of the bodies) and
-    a ``VACUUM`` of the mirror, so what the change freed is counted where it can be
-    (detached partitions and truncated pages leave the relation; space a plain VACUUM only
-    marks free stays in it, and shows here as not saved)."""
+def pages_content(owner: Any) -> dict[str, float]:
+    """What the mirror's heap pages hold: its live rows' bytes (``pgstattuple_approx``,
+    which reads only the pages not marked all-visible) and the space the free space map
+    records, which a plain ``VACUUM`` freed inside the pages and the next appends fill
+    before the file grows."""
+    with owner.cursor() as cursor:
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_freespacemap")
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        cursor.execute("SELECT coalesce(sum(avail), 0) FROM pg_freespace('receipts_mirrorentry')")
+        (free,) = cursor.fetchone()
+        cursor.execute("SELECT approx_tuple_len FROM pgstattuple_approx('receipts_mirrorentry')")
+        (live,) = cursor.fetchone()
+    owner.commit()
+    return {"live_mb": round(int(live) / 2**20, 1), "free_mb": round(int(free) / 2**20, 1)}
+
+
+def storage_after(
+    change: Callable[[], object], owner: Any, step: str = "after the change and VACUUM"
+) -> dict[str, Any]:
+    """:func:`storage_per_receipt` after ``change()`` (retiring 90% of the bodies) and a
+    plain ``VACUUM`` of the mirror (what autovacuum does; no lock that stops the append):
+    what the change freed shows as smaller files only where pages at the table's end became
+    empty; space freed inside pages stays in the files: ``live_mb`` and ``free_mb`` say
+    how much (:func:`pages_content`)."""
     change()
     owner.commit()
     autocommit = owner.autocommit
@@ -251,7 +355,36 @@ def storage_after(change: Callable[[], object], owner: Any) -> dict[str, float]:
         owner.execute("VACUUM (ANALYZE) receipts_mirrorentry")
     finally:
         owner.autocommit = autocommit
-    return storage_per_receipt(owner)
+    return {**storage_per_receipt(owner, step), **pages_content(owner)}
+
+
+def inner_retire(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """On a copy of the loaded database: the mirror's bytes per receipt as loaded, right
+    after retiring the oldest 90% of the big org's bodies with the real service (batched
+    UPDATEs as the application role), and after a plain ``VACUUM``."""
+    import psycopg
+
+    from apps.tenancy.models import Org
+    from apps.tenancy.org_context import activate_all_orgs
+    from deploy.bench.retention_bench import retire_fraction
+
+    activate_all_orgs()
+    big = Org.objects.get(slug="big")
+    steps: list[dict[str, Any]] = []
+    timing: dict[str, float] = {}
+
+    def retire() -> None:
+        started = time.perf_counter()
+        timing["retired"] = retire_fraction(big, 0.9)
+        timing["seconds"] = round(time.perf_counter() - started, 1)
+        steps.append(
+            {**storage_per_receipt(owner, "90% of the big org's bodies retired"), **timing}
+        )
+
+    with psycopg.connect(args.owner_url) as owner:
+        steps.append({**storage_per_receipt(owner, "loaded"), **pages_content(owner)})
+        steps.append(storage_after(retire, owner, "after a plain VACUUM"))
+    return steps
 
 
 # --- reads --------------------------------------------------------------------------------
@@ -273,6 +406,7 @@ class Subject:
     last_day: str
     user: Any = None
     slug: str = ""
+    operator: Any = None  # a console superuser (the deployment's own pages)
 
     def sign_in_again(self) -> None:
         """A fresh dashboard session: its access token is short-lived, the run is not."""
@@ -286,7 +420,7 @@ class Subject:
 
 def reads(subject: Subject, rng: random.Random) -> dict[str, Callable[[], Any]]:
     """Each read as one call, the detail reads on a random entry or approval each time."""
-    from django.urls import NoReverseMatch, reverse
+    from django.urls import reverse
 
     console, dashboard, sdk, org = subject.console, subject.dashboard, subject.sdk, subject.org_pk
 
@@ -304,15 +438,23 @@ def reads(subject: Subject, rng: random.Random) -> dict[str, Callable[[], Any]]:
         "analytics_api": get(dashboard, "/v1/analytics"),
         "console_org_dashboard": get(console, reverse("admin:tenancy_org_dashboard", args=[org])),
         "receipts_list": get(console, f"/admin/receipts/mirrorentry/?org={org}"),
-        "receipts_search_tool": get(console, f"/admin/receipts/mirrorentry/?org={org}&q=tool-7"),
+        "receipts_search_tool": get(console, f"/admin/receipts/mirrorentry/?org={org}&q=tool-1"),
         "approvals_list": get(console, f"/admin/approvals/approval/?org={org}"),
         "deliveries_list": get(console, f"/admin/events/delivery/?org={org}"),
         "audit_events_list": get(console, f"/admin/tenancy/orgauditevent/?org={org}"),
     }
-    with suppress(NoReverseMatch):  # the task results' admin, where the app registers one
-        calls["task_results_list"] = get(
-            console, reverse("admin:django_tasks_db_dbtaskresult_changelist")
-        )
+    # The deployment's task results (no org's own, an operator's page): the same table in
+    # both columns.
+    calls["task_results_list_operator"] = get(
+        subject.operator, reverse("admin:django_tasks_database_dbtaskresult_changelist")
+    )
+    # An operator (console superuser: every org's rows) on the same org's pages.
+    calls["console_org_dashboard_operator"] = get(
+        subject.operator, reverse("admin:tenancy_org_dashboard", args=[org])
+    )
+    calls["audit_events_list_operator"] = get(
+        subject.operator, f"/admin/tenancy/orgauditevent/?org={org}"
+    )
     calls.update(
         {
             "receipt_detail": get(
@@ -342,19 +484,63 @@ def reads(subject: Subject, rng: random.Random) -> dict[str, Callable[[], Any]]:
     return calls
 
 
-def timed(call: Callable[[], Any], calls: int, budget: float) -> tuple[list[float], list[int]]:
+def timed_interleaved(
+    calls_of: dict[str, Callable[[], Any]], calls: int, budget: float
+) -> dict[str, tuple[list[float], list[int]]]:
+    """Each org's call in turn (small, big, small, …), so a machine whose load moves
+    during the run moves both orgs' figures alike; ``calls`` each, or fewer (at least
+    ``MIN_CALLS``) once ``budget`` seconds a read and org have passed."""
     for _ in range(WARMUP):
-        call()
-    timings, statuses = [], []
+        for call in calls_of.values():
+            call()
+    measured: dict[str, tuple[list[float], list[int]]] = {label: ([], []) for label in calls_of}
     started = time.perf_counter()
     for done in range(calls):
-        if done >= MIN_CALLS and time.perf_counter() - started > budget:
+        if done >= MIN_CALLS and time.perf_counter() - started > budget * len(calls_of):
             break
-        begun = time.perf_counter()
-        answer = call()
-        timings.append((time.perf_counter() - begun) * 1000)
-        statuses.append(getattr(answer, "status_code", 0))
-    return timings, statuses
+        for label, call in calls_of.items():
+            begun = time.perf_counter()
+            answer = call()
+            measured[label][0].append((time.perf_counter() - begun) * 1000)
+            measured[label][1].append(getattr(answer, "status_code", 0))
+    return measured
+
+
+def pages_read(call: Callable[[], Any], org_pk: int | None) -> dict[str, Any]:
+    """The shared buffers (8 kB pages, from cache or disk) the read's SELECT statements
+    touch, each run again under ``EXPLAIN (ANALYZE, BUFFERS)`` right after one call, in the
+    org context of its request (the org's member sees that org's rows; ``None``: an
+    operator, every org's): a count the machine's load does not move, which grows with the
+    org only where a statement visits rows in proportion to it. With the statement that
+    touched most."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.tenancy.org_context import activate_all_orgs, activate_orgs
+
+    with CaptureQueriesContext(connection) as captured:
+        call()
+    if org_pk is None:
+        activate_all_orgs()
+    else:
+        activate_orgs([org_pk])
+    total, worst, worst_sql = 0, 0, ""
+    with connection.cursor() as cursor:
+        for query in captured.captured_queries:
+            sql = query["sql"] or ""
+            if not sql.lstrip().upper().startswith("SELECT"):
+                continue
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql)
+            plan = cursor.fetchone()[0]
+            plan = json.loads(plan) if isinstance(plan, str) else plan
+            top = plan[0]["Plan"]
+            pages = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+            total += pages
+            if pages > worst:
+                worst, worst_sql = pages, sql[:300]
+    activate_all_orgs()
+    return {"pages": total, "statements": len(captured.captured_queries),
+            "worst_pages": worst, "worst_sql": worst_sql}  # fmt: skip
 
 
 def p99(values: list[float]) -> float:
@@ -371,7 +557,9 @@ def subject_for(org: Any, label: str, rng: random.Random) -> Subject:
     from apps.receipts.models import MirrorEntry
     from apps.receipts.selectors import mirror_head_get
     from apps.tenancy.console_tokens import console_tokens_issue
+    from apps.tenancy.models import DEFAULT_SCOPES
     from apps.tenancy.org_context import activate_all_orgs
+    from apps.tenancy.services import api_key_issue
 
     activate_all_orgs()
     size = mirror_head_get(org=org).size
@@ -382,36 +570,41 @@ def subject_for(org: Any, label: str, rng: random.Random) -> Subject:
     activate_all_orgs()
     dashboard = APIClient(SERVER_NAME="127.0.0.1")
     dashboard.credentials(HTTP_AUTHORIZATION=f"Bearer {tokens.access}")
+    operator = Client(SERVER_NAME="127.0.0.1")
+    superuser = get_user_model().objects.filter(username="bench-operator").first()
+    operator.force_login(
+        superuser or get_user_model().objects.create_superuser("bench-operator", "", None)
+    )
     seqs = [rng.randint(1, size) for _ in range(200)]
     entry_pks = list(MirrorEntry.objects.filter(org=org, seq__in=seqs).values_list("pk", flat=True))
     approval_numbers = [rng.randint(1, size // PER_ROW) * PER_ROW for _ in range(200)]
     approvals = Approval.objects.filter(
         org=org, approval_id__in=[f"apr_bench_{org.pk}_{n}" for n in approval_numbers]
     ).values_list("pk", "action_hash")
+    # A key of its own each run (an SDK key is shown once): a later --reuse needs no file
+    # the load left behind.
+    key = api_key_issue(org=org, scopes=DEFAULT_SCOPES, label="read_scale measure")
+    activate_all_orgs()
     sdk = APIClient(SERVER_NAME="127.0.0.1")
-    sdk.credentials(HTTP_X_API_KEY=key_file(org.pk).read_text().strip())
+    sdk.credentials(HTTP_X_API_KEY=key.secret)
     newest = MirrorEntry.objects.filter(org=org, seq=size).values_list("received_at", flat=True)
     last_day = newest[0].date().isoformat()
     return Subject(
         label=label, org_pk=org.pk, size=size, console=console, dashboard=dashboard,
+        operator=operator,
         sdk=sdk, user=user, slug=org.slug, entry_pks=entry_pks,
         approval_pks=[pk for pk, _ in approvals],
         approval_hashes=[hash_ for _, hash_ in approvals], last_day=last_day,
     )  # fmt: skip
 
 
-def key_file(org_pk: int) -> Path:
-    """Where the load step leaves an org's SDK key for the measuring step (shown once)."""
-    return Path(f"/tmp/read_scale_key_{org_pk}")  # noqa: S108
-
-
 def inner_load(args: argparse.Namespace) -> dict[str, object]:
     import psycopg
 
     from apps.analytics.services import rollups_catch_up
-    from apps.tenancy.models import DEFAULT_SCOPES, Plan, Role
+    from apps.tenancy.models import Plan, Role
     from apps.tenancy.org_context import activate_all_orgs
-    from apps.tenancy.services import api_key_issue, membership_add, org_create
+    from apps.tenancy.services import membership_add, org_create
     from apps.transparency.services import transparency_publish_epoch
 
     activate_all_orgs()
@@ -427,13 +620,13 @@ def inner_load(args: argparse.Namespace) -> dict[str, object]:
         for slug, size in sizes.items():
             org = org_create(slug=slug, name=slug, plan=Plan.CUSTOM)
             membership_add(org=org, username=f"{slug}-owner", role=Role.OWNER)
-            key = api_key_issue(org=org, scopes=DEFAULT_SCOPES, label="bench")
-            key_file(org.pk).write_text(key.secret)
             load_org(owner, org.pk, size, last_day)
+        task_results_seed(owner)
         with owner.cursor() as cursor:
             for table in ("receipts_mirrorentry", "receipts_mirrorhead", "approvals_approval",
                           "events_event", "events_delivery", "tenancy_orgauditevent",
-                          "transparency_orgtreenode"):  # fmt: skip
+                          "transparency_orgtreenode",
+                          "django_tasks_database_dbtaskresult"):  # fmt: skip
                 cursor.execute(f"ANALYZE {table}")
         owner.commit()
     epoch = transparency_publish_epoch()
@@ -453,6 +646,7 @@ def inner_measure(args: argparse.Namespace) -> dict[str, object]:
     import psycopg
     from django.conf import settings
 
+    from apps.analytics.services import rollups_catch_up
     from apps.tenancy.models import Org
     from apps.tenancy.org_context import activate_all_orgs
 
@@ -463,6 +657,13 @@ def inner_measure(args: argparse.Namespace) -> dict[str, object]:
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
     activate_all_orgs()
+    # The dashboard counters' rollups caught up first, as the worker keeps them (a --reuse
+    # run may find entries or approvals the last fold did not see).
+    while rollups_catch_up(batch=1_000_000):
+        pass
+    with psycopg.connect(args.owner_url) as owner:
+        task_results_seed(owner)
+    vacuum_analyze(args.owner_url)
     rng = random.Random(7)
     big = subject_for(Org.objects.get(slug="big"), "big", rng)
     small = subject_for(Org.objects.get(slug="small-0"), "small", rng)
@@ -475,35 +676,62 @@ def inner_measure(args: argparse.Namespace) -> dict[str, object]:
         measured = {}
         big.sign_in_again()
         small.sign_in_again()
-        for label, call in (("small", small_call), ("big", big_call)):
-            timings, statuses = timed(call, args.calls, args.budget)
+        timings = timed_interleaved({"small": small_call, "big": big_call}, args.calls, args.budget)
+        for label, (times, statuses) in timings.items():
             measured[label] = {
-                "median_ms": round(statistics.median(timings), 1),
-                "p99_ms": round(p99(timings), 1),
-                "calls": len(timings),
+                "median_ms": round(statistics.median(times), 1),
+                "p99_ms": round(p99(times), 1),
+                "calls": len(times),
                 "statuses": sorted(set(statuses)),
             }
+        operator = name.endswith("_operator")
+        for label, call, org_pk in (("small", small_call, small.org_pk),
+                                    ("big", big_call, big.org_pk)):  # fmt: skip
+            measured[label].update(pages_read(call, None if operator else org_pk))
         ratio = measured["big"]["median_ms"] / max(measured["small"]["median_ms"], 0.01)
         passed = ratio <= MAX_RATIO and max(m["p99_ms"] for m in measured.values()) <= MAX_P99_MS
         rows.append({"read": name, **measured, "ratio": round(ratio, 2), "pass": passed})
         print(json.dumps(rows[-1]), file=sys.stderr)
-    with psycopg.connect(args.owner_url) as owner:
-        storage = storage_per_receipt(owner)
-    return {"entries": big.size, "small_entries": small.size, "reads": rows, "storage": storage}
+    return {"entries": big.size, "small_entries": small.size, "reads": rows}
 
 
 def table(result: dict[str, Any]) -> str:
+    """The reads as a Markdown table (what docs/performance/reads.md quotes)."""
     lines = [
-        f"{'read':28} {'small med':>9} {'small p99':>9} {'big med':>9} {'big p99':>9} "
-        f"{'ratio':>6}  pass",
+        "| read | small median | small p99 | big median | big p99 | ratio | pages small / big "
+        "| pass |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in result["reads"]:
         small, big = row["small"], row["big"]
+        statuses = "" if big["statuses"] == [200] else f" (statuses {big['statuses']})"
         lines.append(
-            f"{row['read']:28} {small['median_ms']:9.1f} {small['p99_ms']:9.1f} "
-            f"{big['median_ms']:9.1f} {big['p99_ms']:9.1f} {row['ratio']:6.2f}  "
-            f"{'yes' if row['pass'] else 'NO'}"
-            + ("" if big["statuses"] == [200] else f"  (statuses {big['statuses']})")
+            f"| {row['read']} | {small['median_ms']:.1f} | {small['p99_ms']:.1f} "
+            f"| {big['median_ms']:.1f} | {big['p99_ms']:.1f} | {row['ratio']:.2f} "
+            f"| {small.get('pages', 0):,} / {big.get('pages', 0):,} "
+            f"| {'yes' if row['pass'] else 'no'}{statuses} |"
+        )
+    return "\n".join(lines)
+
+
+def storage_table(steps: list[dict[str, Any]]) -> str:
+    lines = [
+        "| step | receipts | heap | TOAST | indexes | total | heap / receipt "
+        "| indexes / receipt | total / receipt | live rows in the heap | free in its pages |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for step in steps:
+        note = (
+            f" ({step['retired']:,} bodies, {step['seconds']:.0f} s)" if "retired" in step else ""
+        )
+        free = f"{step['free_mb']:,.0f} MB" if "free_mb" in step else "-"
+        live = f"{step['live_mb']:,.0f} MB" if "live_mb" in step else "-"
+        lines.append(
+            f"| {step['step']}{note} | {step['receipts']:,} | {step['heap_mb']:,.0f} MB "
+            f"| {step['toast_mb']:,.0f} MB | {step['indexes_mb']:,.0f} MB "
+            f"| {step['total_mb']:,.0f} MB | {step['heap_per_receipt']:,.0f} B "
+            f"| {step['index_per_receipt']:,.0f} B | {step['total_per_receipt']:,.0f} B | {live} "
+            f"| {free} |"
         )
     return "\n".join(lines)
 
@@ -521,17 +749,23 @@ def main() -> None:
     parser.add_argument("--small-orgs", type=int, default=3)
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--budget", type=float, default=20.0, help="seconds per read and org")
-    parser.add_argument("--reads", default="", help="comma-separated read names (default all)")
+    parser.add_argument(
+        "--reads", default="", help="comma-separated read names (default all; none: no reads)"
+    )
     parser.add_argument("--reuse", action="store_true", help="measure an already loaded database")
-    parser.add_argument("--inner", choices=["load", "measure"], help=argparse.SUPPRESS)
+    parser.add_argument("--load-only", action="store_true", help="load, measure nothing")
+    parser.add_argument(
+        "--no-storage", action="store_true", help="no retirement, no bytes per receipt"
+    )
+    parser.add_argument("--inner", choices=["load", "measure", "retire"], help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.inner:
         import django
 
         django.setup()
-        result = inner_load(args) if args.inner == "load" else inner_measure(args)
-        print(json.dumps(result))
+        steps = {"load": inner_load, "measure": inner_measure, "retire": inner_retire}
+        print(json.dumps(steps[args.inner](args)))
         return
 
     env = env_for(args.database_url, 0, 1)
@@ -552,23 +786,59 @@ def main() -> None:
               "--entries", str(args.entries), "--small-entries", str(args.small_entries),
               "--small-orgs", str(args.small_orgs), "--calls", str(args.calls),
               "--budget", str(args.budget), "--reads", args.reads]  # fmt: skip
-    for part in ["measure"] if args.reuse else ["load", "measure"]:
-        done = subprocess.run(
-            [PY, __file__, "--inner", part, *passed],
-            cwd=ROOT,
-            env={**env, "ORG_CONTEXT_DEFAULT": "all"} if part == "load" else env,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"the {part} step failed")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        if part == "load":
-            print("load:", json.dumps(result))
-        else:
-            print(table(result))
-            print("storage:", json.dumps(result["storage"]))
-            print("json:", json.dumps(result))
+    if not args.reuse:
+        print("load:", json.dumps(inner_step(env, "load", passed)), flush=True)
+    if args.load_only:
+        return
+    if args.reads != "none":
+        result = inner_step(env, "measure", passed)
+        print(f"reads ({result['entries']:,} entries against {result['small_entries']:,}):")
+        print(table(result), flush=True)
+        print("json:", json.dumps(result), flush=True)
+    if not args.no_storage:
+        print("storage (the mirror table, bytes per receipt of every org):", flush=True)
+        steps = storage_on_copy(env, passed, args.owner_url)
+        print(storage_table(steps))
+        print("storage json:", json.dumps(steps), flush=True)
+
+
+def inner_step(env: dict[str, str], part: str, passed: list[str]) -> Any:
+    done = subprocess.run(
+        [PY, __file__, "--inner", part, *passed],
+        cwd=ROOT,
+        env={**env, "ORG_CONTEXT_DEFAULT": "all"} if part != "measure" else env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the {part} step failed")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def other_database(url: str, name: str) -> str:
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+def storage_on_copy(env: dict[str, str], passed: list[str], owner_url: str) -> list[Any]:
+    """Retire on a copy of the loaded database (``<name>_retire``, dropped after), so the
+    loaded one keeps its bodies and ``--reuse`` measures the same org again."""
+    import psycopg
+
+    name = owner_url.rsplit("/", 1)[1]
+    copy = f"{name}_retire"
+    admin_url = owner_url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
+        # FILE_COPY: the files copied after a checkpoint, not written again through the WAL.
+        admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{name}" STRATEGY FILE_COPY')
+    try:
+        at_copy = [other_database(part, copy) if "://" in part else part for part in passed]
+        copy_env = {**env, **{key: other_database(env[key], copy)
+                              for key in ("DATABASE_URL", "MIGRATION_DATABASE_URL")}}  # fmt: skip
+        return list(inner_step(copy_env, "retire", at_copy))
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
 
 
 if __name__ == "__main__":
