@@ -781,7 +781,8 @@ def main() -> None:
     env.pop("REDIS_URL", None)  # one process: the limiter's buckets in local memory
     if not args.reuse:
         fresh_database(args.owner_url)
-        manage(env, "migrate", "--noinput")
+    # A reused database is brought up to this checkout's schema first (a no-op when it is).
+    manage(env, "migrate", "--noinput")
     passed = ["--database-url", args.database_url, "--owner-url", args.owner_url,
               "--entries", str(args.entries), "--small-entries", str(args.small_entries),
               "--small-orgs", str(args.small_orgs), "--calls", str(args.calls),
