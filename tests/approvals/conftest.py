@@ -38,13 +38,27 @@ class Approver:
         expiry: int | None = None,
         nonce: bytes | None = None,
     ) -> str:
+        return self.token_over(
+            content_bytes(content), scope=scope, decision=decision, expiry=expiry, nonce=nonce
+        )
+
+    def token_over(
+        self,
+        canonical: bytes,
+        *,
+        scope: str,
+        decision: str = "approved",
+        expiry: int | None = None,
+        nonce: bytes | None = None,
+    ) -> str:
+        """A token over ``canonical``, the bytes A the vote signs (expiring in ten minutes)."""
         raw = sign_approval_token(
             self.key,
             nonce=nonce or os.urandom(32),
             expiry=expiry if expiry is not None else int(time.time()) + 600,
             decision=decision,  # type: ignore[arg-type]
             scope=scope,
-            action_canonical=content_bytes(content),
+            action_canonical=canonical,
         )
         return base64.b64encode(raw).decode()
 

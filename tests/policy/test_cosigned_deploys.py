@@ -20,7 +20,7 @@ import rfc8785
 from blake3 import blake3
 from django.core.management import call_command
 from nacl.exceptions import BadSignatureError
-from nacl.signing import SigningKey, VerifyKey
+from nacl.signing import VerifyKey
 from rest_framework.test import APIClient
 
 from apps.approvals.services import approver_key_register, approver_key_revoke
@@ -31,6 +31,7 @@ from apps.policy.selectors import EMPTY_POLICY_HASH, policy_active
 from apps.policy.services import policy_deploy
 from apps.tenancy.models import AuditKind, OrgAuditEvent, Scope
 from apps.tenancy.services import api_key_issue, org_set_policy_quorum
+from tests.approvals.conftest import Approver
 from tests.approvals.signing import sign_approval_token
 from tests.policy.test_policy_api import ALLOW_SEARCH, BLOCK_SEARCH, rule_toml
 
@@ -47,13 +48,9 @@ def statement(org: str, policy_hash: str, previous: str) -> dict[str, str]:
     }
 
 
-class Device:
-    """An approver's device: a PyNaCl key minting approval tokens over a statement."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.key = SigningKey.generate()
-        self.public = base64.b64encode(bytes(self.key.verify_key)).decode()
+class Device(Approver):
+    """An approver's device voting on policy changes: its tokens sign the statement's bytes
+    as ``rfc8785`` computes them, with scope ``policy:deploy`` unless told otherwise."""
 
     def token(
         self,
@@ -64,15 +61,9 @@ class Device:
         expiry: int | None = None,
         nonce: bytes | None = None,
     ) -> str:
-        raw = sign_approval_token(
-            self.key,
-            nonce=nonce or os.urandom(32),
-            expiry=expiry if expiry is not None else int(time.time()) + 600,
-            decision=decision,  # type: ignore[arg-type]
-            scope=scope,
-            action_canonical=rfc8785.dumps(signed),
+        return self.token_over(
+            rfc8785.dumps(signed), scope=scope, decision=decision, expiry=expiry, nonce=nonce
         )
-        return base64.b64encode(raw).decode()
 
 
 @pytest.fixture

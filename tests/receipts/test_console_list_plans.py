@@ -21,7 +21,7 @@ from django.test import Client
 
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.org_context import activate_all_orgs
-from tests.analytics.test_rollups import mirror_rows_visited
+from tests.analytics.test_rollups import bulk_orgs, mirror_rows_visited
 from tests.receipts.test_append_plans import (
     ENTRY_TABLE,
     HEAD_TABLE,
@@ -61,11 +61,8 @@ def _fill(org_id: int) -> None:
             """,  # noqa: S608
             [org_id, ENTRIES, ENTRIES],
         )
-        cursor.execute(
-            "INSERT INTO tenancy_org (slug, name, plan, created_at) "
-            "SELECT 'bulk-' || n, 'bulk', 'free', now() FROM generate_series(1, %s) AS n",
-            [ORGS],
-        )
+    bulk_orgs(ORGS)
+    with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {HEAD_TABLE} (org_id, size, head, month, month_count) "  # noqa: S608
             "SELECT id, CASE WHEN id = %s THEN %s ELSE 0 END, '', '', 0 FROM tenancy_org "

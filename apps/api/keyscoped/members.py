@@ -4,6 +4,7 @@ again and revoked; the invitation link itself only ever goes to the invited addr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -124,6 +125,20 @@ class InvitationDetailApi(_ManagersOnly):
 _CLOSED = keyscoped_error("The invitation was accepted or revoked already.")
 
 
+def _invitation_changed(
+    request: Request, invitation_id: str, change: Callable[..., Invitation]
+) -> Response:
+    """Resend and revoke alike: no body, the invitation by its id, changed by the member."""
+    if request.body:
+        NoMembersSerializer(data=request.data).is_valid(raise_exception=True)
+    member = console_principal(request)
+    invitation = change(
+        org=member.org, invitation_id=_invitation_pk(invitation_id),
+        actor=Actor.api(user=member.membership.user),
+    )  # fmt: skip
+    return Response(InvitationSerializer(invitation).data)
+
+
 class InvitationResendApi(_ManagersOnly):
     @extend_schema(
         operation_id="invitation_resend",
@@ -138,14 +153,7 @@ class InvitationResendApi(_ManagersOnly):
         },
     )
     def post(self, request: Request, invitation_id: str) -> Response:
-        if request.body:
-            NoMembersSerializer(data=request.data).is_valid(raise_exception=True)
-        member = console_principal(request)
-        invitation = invitation_resend(
-            org=member.org, invitation_id=_invitation_pk(invitation_id),
-            actor=Actor.api(user=member.membership.user),
-        )  # fmt: skip
-        return Response(InvitationSerializer(invitation).data)
+        return _invitation_changed(request, invitation_id, invitation_resend)
 
 
 class InvitationRevokeApi(_ManagersOnly):
@@ -161,11 +169,4 @@ class InvitationRevokeApi(_ManagersOnly):
         },
     )
     def post(self, request: Request, invitation_id: str) -> Response:
-        if request.body:
-            NoMembersSerializer(data=request.data).is_valid(raise_exception=True)
-        member = console_principal(request)
-        invitation = invitation_revoke(
-            org=member.org, invitation_id=_invitation_pk(invitation_id),
-            actor=Actor.api(user=member.membership.user),
-        )  # fmt: skip
-        return Response(InvitationSerializer(invitation).data)
+        return _invitation_changed(request, invitation_id, invitation_revoke)

@@ -67,10 +67,40 @@ def _primary_email(emails: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class ScimUserAdapter(SCIMMixin):
+class _OrgScimAdapter(SCIMMixin):
+    """What a User and a Group share: the resource's meta, its ResourceType, and a PATCH whose
+    operations are saved as one write."""
+
+    id_field = "scim_id"
+    endpoint: str
+    description: str
+    schema: str
+
+    obj: ScimUser | ScimGroup
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return {"resourceType": self.resource_type, "location": self.location,
+                "created": self.obj.created_at.isoformat(),
+                "lastModified": self.obj.updated_at.isoformat()}  # fmt: skip
+
+    @classmethod
+    def resource_type_dict(cls, request: HttpRequest | None = None) -> dict[str, Any]:
+        return {"schemas": [constants.SchemaURI.RESOURCE_TYPE], "id": cls.resource_type,
+                "name": cls.resource_type, "endpoint": cls.endpoint,
+                "description": cls.description, "schema": cls.schema}  # fmt: skip
+
+    def handle_operations(self, operations: list[dict[str, Any]]) -> None:
+        super().handle_operations(operations)
+        self.save()
+
+
+class ScimUserAdapter(_OrgScimAdapter):
     url_name = "scim:users"
     resource_type = "User"
-    id_field = "scim_id"
+    endpoint = "/scim/v2/Users"
+    description = "A person the identity provider provisions"
+    schema = constants.SchemaURI.USER
     ATTR_MAP = ScimUserFilterQuery.attr_map
 
     obj: ScimUser
@@ -98,17 +128,8 @@ class ScimUserAdapter(SCIMMixin):
             "active": self.obj.active,
             "groups": [{"value": str(member.group.scim_id), "display": member.group.display_name}
                        for member in groups],
-            "meta": {"resourceType": self.resource_type, "location": self.location,
-                     "created": self.obj.created_at.isoformat(),
-                     "lastModified": self.obj.updated_at.isoformat()},
+            "meta": self.meta,
         }  # fmt: skip
-
-    @classmethod
-    def resource_type_dict(cls, request: HttpRequest | None = None) -> dict[str, Any]:
-        return {"schemas": [constants.SchemaURI.RESOURCE_TYPE], "id": cls.resource_type,
-                "name": cls.resource_type, "endpoint": "/scim/v2/Users",
-                "description": "A person the identity provider provisions",
-                "schema": constants.SchemaURI.USER}  # fmt: skip
 
     def from_dict(self, d: dict[str, Any]) -> None:
         given = d.get("name")
@@ -138,10 +159,6 @@ class ScimUserAdapter(SCIMMixin):
         with _scim_errors():
             member_unprovision(scim_user=self.obj, actor=scim_actor(self.request.scim_token))
 
-    def handle_operations(self, operations: list[dict[str, Any]]) -> None:
-        super().handle_operations(operations)
-        self.save()
-
     def _set(self, path: Any, value: Any, operation: dict[str, Any]) -> None:
         if path is None:
             return
@@ -167,10 +184,12 @@ class ScimUserAdapter(SCIMMixin):
     handle_replace = _set
 
 
-class ScimGroupAdapter(SCIMMixin):
+class ScimGroupAdapter(_OrgScimAdapter):
     url_name = "scim:groups"
     resource_type = "Group"
-    id_field = "scim_id"
+    endpoint = "/scim/v2/Groups"
+    description = "A group: its name maps to a role in the org"
+    schema = constants.SchemaURI.GROUP
     ATTR_MAP = ScimGroupFilterQuery.attr_map
 
     obj: ScimGroup
@@ -192,17 +211,8 @@ class ScimGroupAdapter(SCIMMixin):
             "displayName": self.obj.display_name,
             "members": [{"value": str(member.user.scim_id), "display": member.user.user_name}
                         for member in members],
-            "meta": {"resourceType": self.resource_type, "location": self.location,
-                     "created": self.obj.created_at.isoformat(),
-                     "lastModified": self.obj.updated_at.isoformat()},
+            "meta": self.meta,
         }  # fmt: skip
-
-    @classmethod
-    def resource_type_dict(cls, request: HttpRequest | None = None) -> dict[str, Any]:
-        return {"schemas": [constants.SchemaURI.RESOURCE_TYPE], "id": cls.resource_type,
-                "name": cls.resource_type, "endpoint": "/scim/v2/Groups",
-                "description": "A group: its name maps to a role in the org",
-                "schema": constants.SchemaURI.GROUP}  # fmt: skip
 
     def from_dict(self, d: dict[str, Any]) -> None:
         if d.get("displayName") is not None:
@@ -229,10 +239,6 @@ class ScimGroupAdapter(SCIMMixin):
         with _scim_errors(), transaction.atomic():
             affected = scim_group_delete(group=self.obj)
             _apply(self.request, list(ScimUser.objects.filter(pk__in=affected)))
-
-    def handle_operations(self, operations: list[dict[str, Any]]) -> None:
-        super().handle_operations(operations)
-        self.save()
 
     def parse_path_and_values(self, path: str | None, value: Any) -> list[Any]:
         # 'members[value eq "<id>"]' (how Azure and Okta remove one member): kept as text.

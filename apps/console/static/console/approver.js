@@ -11,7 +11,7 @@
  *
  * Every byte is built by receipt-core.js, the same code the verifier page runs. Exposed for
  * tests: window.mirrorApprover.{publicKey, tokenMessageHex, l1PayloadHex, quorumPayloadHex},
- * and signToken for the signing page of a policy change (policy-approver.js).
+ * and signToken and submitVote for the signing page of a policy change (policy-approver.js).
  *
  * On the devices page (/approve/, signed in) the member enrolls this browser's key: the
  * server issues a one-time challenge, the key signs
@@ -122,6 +122,33 @@
     return core.b64encode(token);
   }
 
+  /** Build a vote's body, POST it to ``page.vote_url`` and say in ``result`` how it went: the
+   *  answer (the new state) is merged into ``page``. Never throws (a failure is said in
+   *  ``result``). The vote of an approval and of a policy change (policy-approver.js) alike. */
+  async function submitVote(page, decision, buildBody, result) {
+    try {
+      const body = await buildBody();
+      const response = await fetch(page.vote_url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": page.csrf_token },
+        body: JSON.stringify(body),
+      });
+      const answer = await response.json();
+      if (!response.ok) {
+        result.dataset.outcome = "refused";
+        result.textContent = `Refused (${response.status} ${answer.error || ""}): ${answer.message || answer.detail}`;
+      } else {
+        Object.assign(page, answer);
+        result.dataset.outcome = "recorded";
+        result.textContent = `Your ${decision === "approved" ? "approval" : "rejection"} was recorded.`;
+      }
+    } catch (error) {
+      result.dataset.outcome = "error";
+      result.textContent = `Could not vote: ${error.message}`;
+    }
+  }
+
   window.mirrorApprover = {
     publicKey: async () => {
       const key = await loadKey();
@@ -129,6 +156,7 @@
     },
     createKey: async () => (await createKey()).publicB64,
     signToken: signToken,
+    submitVote: submitVote,
     tokenMessageHex: tokenMessageHex,
     l1PayloadHex: l1PayloadHex,
     quorumPayloadHex: quorumPayloadHex,
@@ -352,31 +380,9 @@
   async function vote(decision) {
     state.busy = true;
     updateButtons();
-    const result = $("vote-result");
-    try {
-      const body = await buildVote(decision);
-      const response = await fetch(state.page.vote_url, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": state.page.csrf_token },
-        body: JSON.stringify(body),
-      });
-      const answer = await response.json();
-      if (!response.ok) {
-        result.dataset.outcome = "refused";
-        result.textContent = `Refused (${response.status} ${answer.error}): ${answer.message}`;
-      } else {
-        Object.assign(state.page, answer);
-        result.dataset.outcome = "recorded";
-        result.textContent = `Your ${decision === "approved" ? "approval" : "rejection"} was recorded.`;
-      }
-    } catch (error) {
-      result.dataset.outcome = "error";
-      result.textContent = `Could not vote: ${error.message}`;
-    } finally {
-      state.busy = false;
-      renderApproval();
-    }
+    await submitVote(state.page, decision, () => buildVote(decision), $("vote-result"));
+    state.busy = false;
+    renderApproval();
   }
 
   // --- The devices page ----------------------------------------------------------------------

@@ -2,7 +2,8 @@
  * The signing page of a co-signed policy change. The statement is recomputed here from the
  * page's data: its RFC 8785 bytes (receipt-core.js) must equal the server's statement_b64,
  * and they are what the vote token signs (scope policy:deploy) with this browser's
- * non-extractable approver key (approver.js: window.mirrorApprover.signToken).
+ * non-extractable approver key and posted as the approval page's vote is (approver.js, loaded
+ * first: window.mirrorApprover.signToken and submitVote).
  */
 (function () {
   "use strict";
@@ -71,31 +72,11 @@
   async function vote(decision) {
     state.busy = true;
     updateButtons();
-    const result = $("vote-result");
-    try {
-      const token = await window.mirrorApprover.signToken(decision, state.page.scope, state.canonical);
-      const response = await fetch(state.page.vote_url, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": state.page.csrf_token },
-        body: JSON.stringify({ token: token }),
-      });
-      const answer = await response.json();
-      if (!response.ok) {
-        result.dataset.outcome = "refused";
-        result.textContent = `Refused (${response.status} ${answer.error || ""}): ${answer.message || answer.detail}`;
-      } else {
-        Object.assign(state.page, answer);
-        result.dataset.outcome = "recorded";
-        result.textContent = `Your ${decision === "approved" ? "approval" : "rejection"} was recorded.`;
-      }
-    } catch (error) {
-      result.dataset.outcome = "error";
-      result.textContent = `Could not vote: ${error.message}`;
-    } finally {
-      state.busy = false;
-      render();
-    }
+    const approver = window.mirrorApprover;
+    const signed = async () => ({ token: await approver.signToken(decision, state.page.scope, state.canonical) });
+    await approver.submitVote(state.page, decision, signed, $("vote-result"));
+    state.busy = false;
+    render();
   }
 
   function init() {
