@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -18,9 +18,12 @@ from unfold.widgets import UnfoldAdminTextInputWidget
 
 from apps.approvals.content import approval_request
 from apps.approvals.models import (
+    COUNTED_VOTE,
+    COUNTED_VOTES_ATTR,
     Approval,
     ApprovalEscalation,
     ApprovalStatus,
+    ApprovalVote,
     ApproverKey,
     ApproverKeyState,
 )
@@ -279,6 +282,31 @@ class ApprovalAdmin(KeysetAdmin, OrgScopedAdmin[Approval]):
             context["title"] = f"Approval {obj.approval_id}"  # a record, not a change
         return super().render_change_form(request, context, *args, **kwargs)
 
+    def keyset_page_loaded(self, request: HttpRequest, rows: list[Any]) -> None:
+        """What the queue's columns show beside each approval, for the whole page in three
+        reads: the counted votes, the receipts, and the org's approver names."""
+        if not rows:
+            return
+        prefetch_related_objects(
+            rows,
+            Prefetch(
+                "votes",
+                queryset=ApprovalVote.objects.filter(COUNTED_VOTE),
+                to_attr=COUNTED_VOTES_ATTR,
+            ),
+        )
+        receipts: dict[tuple[int, str], MirrorEntry] = {}
+        for org_id in {row.org_id for row in rows}:
+            hashes = [row.action_hash for row in rows if row.org_id == org_id]
+            for entry in MirrorEntry.objects.filter(org_id=org_id, action_hash__in=hashes).only(
+                "pk", "seq", "org_id", "action_hash"
+            ):
+                receipts[(org_id, entry.action_hash)] = entry
+        names = {org_id: approver_names(org_id) for org_id in {row.org_id for row in rows}}
+        for row in rows:
+            row._page_receipt = receipts.get((row.org_id, row.action_hash))
+            row._page_names = names[row.org_id]
+
     def breadcrumb(self, obj: Approval) -> str:
         return f"Approval {obj.approval_id} ({obj.status})"
 
@@ -336,8 +364,15 @@ class ApprovalAdmin(KeysetAdmin, OrgScopedAdmin[Approval]):
         """Who may vote, by name, and how each voted; or what it still waits for."""
         waiting = self.waiting_for(obj)
         roster = approval_roster(obj) if obj.suspended_content else []
-        names = approver_names(obj.org_id, roster)
-        voted = dict(obj.counted_votes().values_list("approver_public_key", "decision"))
+        names = getattr(obj, "_page_names", None)
+        if names is None:
+            names = approver_names(obj.org_id, roster)
+        counted = getattr(obj, COUNTED_VOTES_ATTR, None)
+        voted = (
+            {vote.approver_public_key: vote.decision for vote in counted}
+            if counted is not None
+            else dict(obj.counted_votes().values_list("approver_public_key", "decision"))
+        )
         people = format_html_join(
             "", "<br>{}: {}",
             ((names.get(key, key[:10] + "…"), voted.get(key, "not voted")) for key in roster),
@@ -403,11 +438,14 @@ class ApprovalAdmin(KeysetAdmin, OrgScopedAdmin[Approval]):
 
     @admin.display(description="Receipt")
     def receipt_link(self, obj: Approval) -> str:
-        entry = (
-            MirrorEntry.objects.filter(org_id=obj.org_id, action_hash=obj.action_hash)
-            .only("pk", "seq")
-            .first()
-        )
+        if hasattr(obj, "_page_receipt"):  # the list's page loaded it (keyset_page_loaded)
+            entry = obj._page_receipt
+        else:
+            entry = (
+                MirrorEntry.objects.filter(org_id=obj.org_id, action_hash=obj.action_hash)
+                .only("pk", "seq")
+                .first()
+            )
         if entry is None:
             return "receipt not pushed yet"
         url = reverse("admin:receipts_mirrorentry_change", args=[entry.pk])

@@ -131,6 +131,7 @@ class KeysetChangeList(ChangeList):
             last_key = tuple(candidates[-1][:-1]) if candidates else ()
         if not newer_first:
             rows.reverse()
+        admin.keyset_page_loaded(request, rows)
         if newer_first:
             page.older = _encode(last_key) if more and last_key else None
             page.newer = _encode(_key_of(rows[0], names)) if after and rows else None
@@ -311,6 +312,10 @@ class KeysetAdmin:
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return KeysetChangeList
+
+    def keyset_page_loaded(self, request: HttpRequest, rows: list[Any]) -> None:
+        """The page's rows, read: a list whose columns need related rows loads them here,
+        for the whole page at once (a query or two, not a few per row)."""
 
     def get_keyset(self, request: HttpRequest, changelist: KeysetChangeList) -> tuple[str, ...]:
         return self.keyset

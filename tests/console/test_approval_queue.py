@@ -84,3 +84,33 @@ def test_the_queue_finds_an_approval_by_its_id_hash_or_rule_prefix(cast) -> None
     # The middle of a rule id is not searched.
     html = client.get("/admin/approvals/approval/", {"q": "review"}).content.decode()
     assert found not in html
+
+
+def test_the_queue_reads_a_pages_votes_receipts_and_names_once_not_per_row(cast, push) -> None:
+    """Three approvals with their receipts and a vote cost the page what one costs, but for
+    what each pending approval's own roster needs (its eligible keys, before a first vote)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def opened(count: int) -> None:
+        for _ in range(count):
+            receipt = suspended_receipt(Agent())
+            assert push(receipt).status_code == HTTPStatus.CREATED
+            approval_open(org=cast.acme, action_hash=receipt["content"]["action_hash"],
+                          suspended_content=receipt["content"], threshold=2)  # fmt: skip
+
+    def statements(client: Client) -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as seen:
+            html = client.get("/admin/approvals/approval/").content.decode()
+        votes = sum('"approvals_approvalvote"' in q["sql"] for q in seen.captured_queries)
+        receipts = sum('"receipts_mirrorentry"' in q["sql"] for q in seen.captured_queries)
+        return votes + receipts, html
+
+    approver_key_register(org=cast.acme, public_key=Approver("desk").public, key_id="desk")
+    client = member("viewer")
+    opened(1)
+    one, _ = statements(client)
+    opened(2)
+    three, html = statements(client)
+    assert html.count("receipt #") == 3
+    assert three == one
