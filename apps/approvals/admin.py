@@ -298,9 +298,9 @@ class ApprovalAdmin(KeysetAdmin, OrgScopedAdmin[Approval]):
         receipts: dict[tuple[int, str], MirrorEntry] = {}
         for org_id in {row.org_id for row in rows}:
             hashes = [row.action_hash for row in rows if row.org_id == org_id]
-            for entry in MirrorEntry.objects.filter(org_id=org_id, action_hash__in=hashes).only(
-                "pk", "seq", "org_id", "action_hash"
-            ):
+            # No order: ordered by seq, a plan made for any values walks the org's entries.
+            found = MirrorEntry.objects.filter(org_id=org_id, action_hash__in=hashes).order_by()
+            for entry in found.only("pk", "seq", "org_id", "action_hash"):
                 receipts[(org_id, entry.action_hash)] = entry
         names = {org_id: approver_names(org_id) for org_id in {row.org_id for row in rows}}
         for row in rows:

@@ -179,7 +179,7 @@ class Approval(models.Model):
     # The policy the suspension was decided under (its signed ``suspension.policy.policy_hash``,
     # receipts.md §2.5); "" when the content is not known or signs none. The console's
     # fleet view compares it with the active policy.
-    policy_hash = models.CharField(max_length=64, blank=True, default="")
+    policy_hash = models.CharField(max_length=64, blank=True, db_default="")
     approved_count = models.PositiveIntegerField(default=0)
     expires_at = models.DateTimeField(null=True, blank=True)
     # What the suspended receipt's signed terms say happens at expiry; "" when it signed none.

@@ -130,9 +130,10 @@ def approver_key_page(request: HttpRequest) -> HttpResponse:
 
 
 def _member_json_body(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object; anything else is refused 400 (as the vote endpoints do)."""
     body = parse_json_body(read_json_bytes(request, max_bytes=MAX_VOTE_BODY_BYTES))
     if not isinstance(body, dict):
-        raise InvalidInput("expected a JSON object")
+        raise InvalidJson("expected a JSON object")
     return body
 
 
@@ -171,6 +172,8 @@ def device_challenge(request: HttpRequest) -> JsonResponse:
     """A one-time challenge for the next enrollment, kept in this member's session."""
 
     def issue() -> JsonResponse:
+        if _member_json_body(request):  # the page posts {}; nothing else is read
+            raise InvalidJson("expected an empty JSON object")
         challenge = enrollment_challenge_new()
         request.session[ENROLLMENT_CHALLENGE_SESSION_KEY] = challenge
         return JsonResponse({"challenge": challenge})
@@ -215,8 +218,8 @@ def device_label(request: HttpRequest, key_pk: int) -> JsonResponse:
     """``{label}``: rename one of the member's own devices."""
 
     def relabel() -> JsonResponse:
+        body = _member_json_body(request)  # a malformed body is refused before any lookup
         key = member_key(request.user, key_pk)
-        body = _member_json_body(request)
         if set(body) != {"label"}:
             raise InvalidInput("expected {label}")
         key = approver_key_relabel(key=key, label=body["label"], actor=Actor.console(request.user))
@@ -231,6 +234,8 @@ def device_revoke(request: HttpRequest, key_pk: int) -> JsonResponse:
     """Revoke one of the member's own devices (lost, retired): its votes stop counting."""
 
     def revoke() -> JsonResponse:
+        if _member_json_body(request):  # the page posts {}; refused before any lookup
+            raise InvalidJson("expected an empty JSON object")
         key = approver_key_revoke_own(key=member_key(request.user, key_pk), member=_member(request))
         return JsonResponse(_device(key))
 
@@ -425,10 +430,8 @@ def policy_proposal_page(request: HttpRequest, policy_id: str) -> HttpResponse:
 @answers_json
 @require_POST
 def policy_proposal_vote_endpoint(request: HttpRequest, policy_id: str) -> JsonResponse:
-    """The page's vote: ``{token}`` → the proposal's new state."""
-    proposal = proposal_for_member(request.user, policy_id)
-    if proposal is None:
-        return _error(HTTPStatus.NOT_FOUND, "policy_proposal_not_found", "no such proposal")
+    """The page's vote: ``{token}`` → the proposal's new state. A malformed body is
+    refused before the proposal is looked up."""
     try:
         body = parse_json_body(read_json_bytes(request, max_bytes=MAX_VOTE_BODY_BYTES))
     except PayloadTooLarge as error:
@@ -437,6 +440,9 @@ def policy_proposal_vote_endpoint(request: HttpRequest, policy_id: str) -> JsonR
         return _error(HTTPStatus.BAD_REQUEST, error.code, error.message)
     if not isinstance(body, dict) or set(body) != {"token"}:
         return _error(HTTPStatus.BAD_REQUEST, "invalid_input", "expected {token}")
+    proposal = proposal_for_member(request.user, policy_id)
+    if proposal is None:
+        return _error(HTTPStatus.NOT_FOUND, "policy_proposal_not_found", "no such proposal")
     try:
         voted = console_policy_vote(
             proposal=proposal,

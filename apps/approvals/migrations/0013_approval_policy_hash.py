@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='approval',
             name='policy_hash',
-            field=models.CharField(blank=True, default='', max_length=64),
+            field=models.CharField(blank=True, db_default='', max_length=64),
         ),
         migrations.RunSQL(
             # The CASE keeps the cast off rows without content (SQL does not promise to
