@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch, QuerySet, prefetch_related_objects
+from django.db.models import Prefetch, Q, QuerySet, prefetch_related_objects
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -298,8 +298,13 @@ class ApprovalAdmin(KeysetAdmin, OrgScopedAdmin[Approval]):
         receipts: dict[tuple[int, str], MirrorEntry] = {}
         for org_id in {row.org_id for row in rows}:
             hashes = [row.action_hash for row in rows if row.org_id == org_id]
-            # No order: ordered by seq, a plan made for any values walks the org's entries.
-            found = MirrorEntry.objects.filter(org_id=org_id, action_hash__in=hashes).order_by()
+            # One equality per hash, ORed, no order: each arm is a probe of the (org,
+            # action_hash) index in a plan made for any values, where an IN list (or an
+            # order by seq) makes it walk the org's entries.
+            each = Q()
+            for action_hash in hashes:
+                each |= Q(org_id=org_id, action_hash=action_hash)
+            found = MirrorEntry.objects.filter(each).order_by()
             for entry in found.only("pk", "seq", "org_id", "action_hash"):
                 receipts[(org_id, entry.action_hash)] = entry
         names = {org_id: approver_names(org_id) for org_id in {row.org_id for row in rows}}
