@@ -13,6 +13,7 @@ upstream after proxy_read_timeout (35 s, deploy/nginx.conf), so each layer answe
 the one in front of it.
 """
 
+import gc
 import multiprocessing
 import os
 from pathlib import Path
@@ -123,3 +124,13 @@ def child_exit(server: Any, worker: Any) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)
+
+
+def post_worker_init(worker: Any) -> None:
+    """The worker has loaded the application: what start-up allocated (modules, settings,
+    URL confs, the admin's registry) moves out of the cyclic garbage collector's reach.
+    Otherwise each full collection walks it again and stalls the request it interrupts,
+    about one in fifty, by 100 ms and more (docs/performance/reads.md); with it frozen, the
+    console's p99 at 10 million entries stays under 100 ms."""
+    gc.collect()
+    gc.freeze()

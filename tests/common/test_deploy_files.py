@@ -81,6 +81,16 @@ class TestNginx:
 
 
 class TestGunicorn:
+    def test_each_worker_freezes_what_the_application_allocated_at_start(self, monkeypatch):
+        import gc
+
+        before = gc.get_freeze_count()
+        try:
+            gunicorn_config(monkeypatch)["post_worker_init"](object())
+            assert gc.get_freeze_count() > before
+        finally:
+            gc.unfreeze()
+
     def test_sync_workers_one_per_core_by_default(self, monkeypatch):
         config = gunicorn_config(monkeypatch)
         assert config["worker_class"] == "sync"
