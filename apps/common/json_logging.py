@@ -106,3 +106,34 @@ def _is_plain(value: object, depth: int = 0) -> bool:
             isinstance(key, str) and _is_plain(item, depth + 1) for key, item in value.items()
         )
     return False
+
+
+def _database_outage(error: BaseException | None) -> bool:
+    """Whether ``error`` is the database being unreachable (the connection refused, lost or
+    shut down by the server), not a statement that failed on a working connection."""
+    from django.db import utils
+
+    if not isinstance(error, utils.OperationalError | utils.InterfaceError):
+        return False
+    cause = error.__cause__
+    sqlstate = getattr(cause, "sqlstate", None)
+    # No SQLSTATE: libpq's own connection failures; class 08: connection exceptions;
+    # 57P01-57P03: the server shutting down or not accepting connections yet.
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03"}
+
+
+class OutageWithoutTraceback(logging.Filter):
+    """A background task that failed because the database was unreachable is logged by the
+    tasks framework (logger ``django_tasks``) as one line, without its traceback: an outage
+    is not a bug, and the worker already says so once per retry (``run_worker``). Requests
+    keep their own rule (one traceback per outage, ``apps.common.capacity``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if record.name.partition(".")[0] == "django_tasks" and _database_outage(error):
+            record.msg = f"{record.getMessage()}: database unavailable ({type(error).__name__}: "
+            record.msg += f"{str(error).strip().splitlines()[0] if str(error).strip() else ''})"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True

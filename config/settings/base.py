@@ -399,11 +399,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "apps.common.json_logging.JsonFormatter"}},
+    "filters": {"outage": {"()": "apps.common.json_logging.OutageWithoutTraceback"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
             "stream": "ext://sys.stdout",
             "formatter": "json",
+            "filters": ["outage"],
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
