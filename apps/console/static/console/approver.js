@@ -11,7 +11,7 @@
  *
  * Every byte is built by receipt-core.js, the same code the verifier page runs. Exposed for
  * tests: window.mirrorApprover.{publicKey, tokenMessageHex, l1PayloadHex, quorumPayloadHex},
- * and signToken and submitVote for the signing page of a policy change (policy-approver.js).
+ * and signToken, submitVote and fillRows for the signing page of a policy change (policy-approver.js).
  *
  * On the devices page (/approve/, signed in) the member enrolls this browser's key: the
  * server issues a one-time challenge, the key signs
@@ -157,6 +157,7 @@
     createKey: async () => (await createKey()).publicB64,
     signToken: signToken,
     submitVote: submitVote,
+    fillRows: fillRows,
     tokenMessageHex: tokenMessageHex,
     l1PayloadHex: l1PayloadHex,
     quorumPayloadHex: quorumPayloadHex,

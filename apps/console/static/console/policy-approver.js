@@ -3,7 +3,7 @@
  * page's data: its RFC 8785 bytes (receipt-core.js) must equal the server's statement_b64,
  * and they are what the vote token signs (scope policy:deploy) with this browser's
  * non-extractable approver key and posted as the approval page's vote is (approver.js, loaded
- * first: window.mirrorApprover.signToken and submitVote).
+ * first: window.mirrorApprover.signToken, submitVote and fillRows).
  */
 (function () {
   "use strict";
@@ -15,20 +15,8 @@
     return document.getElementById(id);
   }
 
-  function fillRows(table, pairs) {
-    table.replaceChildren();
-    for (const [name, value] of pairs) {
-      if (value === undefined || value === null || value === "") continue;
-      const row = document.createElement("tr");
-      const th = document.createElement("th");
-      th.textContent = name;
-      const td = document.createElement("td");
-      td.className = "mono";
-      td.textContent = String(value);
-      row.append(th, td);
-      table.append(row);
-    }
-  }
+  // A table of name/value rows, as the approval page renders its own (approver.js).
+  const fillRows = window.mirrorApprover.fillRows;
 
   function render() {
     const page = state.page;
