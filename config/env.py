@@ -204,9 +204,12 @@ def parse_database_url(url: str, *, base_dir: Path) -> dict[str, Any]:
     )
 
 
-# The options of an ``s3://`` archive storage URL, each an option of django-storages'
-# ``S3Storage``: the query names it exactly as the backend does.
-_S3_OPTIONS = ("endpoint_url", "region_name", "addressing_style", "signature_version")
+# The options of an ``s3://`` archive storage URL: each of django-storages' ``S3Storage``
+# named exactly as the backend does, and the archive's own ``object_lock`` (``required``:
+# retire nothing that is not held by the bucket's object lock; apps.audit.storage).
+_S3_OPTIONS = ("endpoint_url", "region_name", "addressing_style", "signature_version",
+               "object_lock")  # fmt: skip
+_OBJECT_LOCK_VALUES = ("required", "")
 
 
 def parse_archive_storage_url(url: str, *, default_root: Path) -> dict[str, Any]:
@@ -215,10 +218,11 @@ def parse_archive_storage_url(url: str, *, default_root: Path) -> dict[str, Any]
 
     Accepted: empty (a directory, ``default_root``); ``file:///absolute/path``; and
     ``s3://bucket/optional/prefix?endpoint_url=https://...&region_name=...`` for an
-    S3-compatible bucket through django-storages (``storages.backends.s3.S3Storage``,
-    which needs boto3; credentials come from boto3's own environment, never this URL).
-    An archive is never overwritten: the S3 entry keeps ``file_overwrite`` off, and a
-    bucket with object lock holds each object for its default retention.
+    S3-compatible bucket through django-storages (``apps.audit.s3.ArchiveS3Storage``, its
+    ``S3Storage`` with version-pinned reads and the option ``object_lock=required``;
+    credentials come from boto3's own environment, never this URL). An archive is never
+    overwritten: the S3 entry keeps ``file_overwrite`` off, and a bucket with object lock
+    holds each object for its default retention.
     """
     if not url:
         return {
@@ -254,6 +258,10 @@ def parse_archive_storage_url(url: str, *, default_root: Path) -> dict[str, Any]
                 f"ARCHIVE_STORAGE_URL {shown!r}: unknown option(s) {', '.join(unknown)}; "
                 f"known: {', '.join(_S3_OPTIONS)}."
             )
+        if query.get("object_lock", "") not in _OBJECT_LOCK_VALUES:
+            raise ImproperlyConfigured(
+                f"ARCHIVE_STORAGE_URL {shown!r}: object_lock is 'required' or absent."
+            )
         options: dict[str, Any] = {
             "bucket_name": parts.hostname,
             "location": unquote(parts.path).strip("/"),
@@ -262,7 +270,7 @@ def parse_archive_storage_url(url: str, *, default_root: Path) -> dict[str, Any]
             "querystring_auth": True,
             **query,
         }
-        return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+        return {"BACKEND": "apps.audit.s3.ArchiveS3Storage", "OPTIONS": options}
     raise ImproperlyConfigured(
         f"ARCHIVE_STORAGE_URL {shown!r}: use file:///absolute/path or s3://bucket/prefix."
     )

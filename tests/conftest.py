@@ -16,8 +16,11 @@ from apps.tenancy.services import IssuedKey, api_key_issue, membership_add, org_
 
 # The team-path profile's callers (acme, globex, anonymous) and its TEAMPATH marks, used by
 # the team-path modules in tests/receipts, tests/approvals, tests/policy and tests/api; and
-# the OpenID Connect provider the single sign-on tests start (tests/oidc_provider).
-pytest_plugins = ["tests.teampath_fixtures", "tests.oidc_provider.running", "tests.scale"]
+# the OpenID Connect provider the single sign-on tests start (tests/oidc_provider); the
+# S3-compatible server the archive's bucket tests start (tests/s3_server.py).
+pytest_plugins = [
+    "tests.teampath_fixtures", "tests.oidc_provider.running", "tests.s3_server", "tests.scale",
+]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)

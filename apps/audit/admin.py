@@ -224,8 +224,8 @@ class ReceiptArchiveAdmin(OrgScopedAdmin[ReceiptArchive]):
                     "retired_at"]  # fmt: skip
     list_filter = [OrgFilter, "state"]
     fields = ("org", "month", "first_seq", "last_seq", "receipts", "state", "storage_name",
-              "location", "size", "sha256", "created_at", "written_at", "verified_at",
-              "retired_at")  # fmt: skip
+              "storage_version", "location", "size", "sha256", "lock_mode", "locked_until",
+              "created_at", "written_at", "verified_at", "retired_at")  # fmt: skip
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:

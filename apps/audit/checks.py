@@ -2,7 +2,7 @@
 
 - ``mirror.E401``: the archive storage (``STORAGES["archive"]``, from
   ``ARCHIVE_STORAGE_URL``) cannot be built: its backend does not import (an ``s3://`` URL
-  without boto3 installed beside django-storages) or refuses its options. Retention would
+  on an install without boto3) or refuses its options. Retention would
   otherwise fail only at its first sweep, hours after the deploy.
 """
 
@@ -24,7 +24,7 @@ def archive_storage_problems() -> list[CheckMessage]:
             Error(
                 f"the archive storage cannot be built: {type(error).__name__}: {error}",
                 hint="Check ARCHIVE_STORAGE_URL (docs/retention.md); an s3:// URL needs "
-                "boto3 installed beside django-storages.",
+                "boto3 (requirements/base.txt).",
                 id="mirror.E401",
             )
         ]

@@ -87,8 +87,13 @@ class ReceiptArchive(models.Model):
     # Where: the file's name in the archive storage, and the storage's description of it.
     storage_name = models.CharField(max_length=500, blank=True, default="")
     location = models.CharField(max_length=1000, blank=True, default="")
+    # The version written, in a versioned bucket: every read takes it (apps.audit.storage).
+    storage_version = models.CharField(max_length=1024, blank=True, default="")
     size = models.PositiveBigIntegerField(null=True, blank=True)
     sha256 = models.CharField(max_length=64, blank=True, default="")
+    # The object lock found on the stored version when it was verified (a bucket's).
+    lock_mode = models.CharField(max_length=16, blank=True, default="")
+    locked_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     written_at = models.DateTimeField(null=True, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True)

@@ -50,8 +50,19 @@ from django.utils import timezone
 from apps.audit.archive import STREAM_CHUNK
 from apps.audit.evidence import evidence_export
 from apps.audit.models import ArchiveState, ReceiptArchive
-from apps.audit.retired import ArchiveUnreadable, archive_members, archive_storage
+from apps.audit.retired import ArchiveUnreadable, archive_members
 from apps.audit.selectors import legal_holds_blocking
+from apps.audit.storage import (
+    ArchiveStorageError,
+    archive_storage,
+    archive_storage_blockers,
+    hold_stored,
+    lock_problem,
+    lock_required,
+    open_stored,
+    stored_lock,
+    stored_version,
+)
 from apps.audit.window import EvidenceWindow
 from apps.common import outbound
 from apps.common.timestamps import utc_text
@@ -146,6 +157,9 @@ def retention_blockers(*, org: Org, archive: ReceiptArchive) -> list[str]:
     - Legal holds: an active hold covering any receipt of the org received within the
       month blocks it (:func:`apps.audit.selectors.legal_holds_blocking` answers; each
       hold is one reason here).
+    - The archive storage must be able to keep it as configured: with
+      ``object_lock=required``, a bucket whose new objects get a default object-lock
+      retention (:func:`apps.audit.storage.archive_storage_blockers`).
     """
     reasons = [
         f"legal hold {hold.hold_id} ({hold.covers}) keeps the month: {hold.reason}"
@@ -158,7 +172,7 @@ def retention_blockers(*, org: Org, archive: ReceiptArchive) -> list[str]:
             f"receipts up to #{archive.last_seq} are not in a published checkpoint yet "
             "(the archive carries each one's proof)"
         )
-    return reasons
+    return reasons + archive_storage_blockers(archive_storage())
 
 
 # --- The sweep ----------------------------------------------------------------------------
@@ -189,6 +203,10 @@ def retention_sweep(*, now: datetime | None = None, orgs: list[Org] | None = Non
             except ArchiveMismatch as error:  # logged; rewritten by the next sweep
                 assert result.blocked is not None
                 result.blocked.append(f"{org.slug}: {error}")
+            except ArchiveStorageError as error:  # the storage's outage: the next sweep retries
+                logger.error("retention of org %s: the archive storage failed: %s", org.slug, error)
+                assert result.blocked is not None
+                result.blocked.append(f"{org.slug}: the archive storage failed: {error}")
     return result
 
 
@@ -284,8 +302,11 @@ def receipt_archive_write(*, archive: ReceiptArchive) -> ReceiptArchive:
         spool.seek(0)
         storage = archive_storage()
         name = _store(storage, archive_name(archive), spool)
+        version = stored_version(storage, name)
+        hold_stored(storage, name, version, now=timezone.now())
     now = timezone.now()
     archive.storage_name, archive.location = name, archive_location(storage, name)
+    archive.storage_version = version
     archive.size, archive.sha256 = size, digest.hexdigest()
     archive.state, archive.written_at = ArchiveState.WRITTEN, now
     facts = _facts(archive)
@@ -324,10 +345,16 @@ def _facts(archive: ReceiptArchive) -> dict[str, Any]:
         "receipts": archive.receipts,
         "archive": archive.storage_name,
         "location": archive.location,
+        "version": archive.storage_version,
         "bytes": archive.size,
         "sha256": archive.sha256,
         "written_at": utc_text(archive.written_at),
         "retired_at": utc_text(archive.retired_at),
+        "object_lock": (
+            {"mode": archive.lock_mode, "retain_until": utc_text(archive.locked_until)}
+            if archive.lock_mode
+            else None
+        ),
     }
 
 
@@ -340,6 +367,8 @@ def receipt_archive_verify(*, archive: ReceiptArchive) -> ReceiptArchive:
     file is written by the next run) and ArchiveMismatch is raised."""
     try:
         archive_check(archive=archive)
+    except ArchiveStorageError:
+        raise  # the storage did not answer: nothing is known of the file, try again later
     except (ArchiveMismatch, ArchiveUnreadable, OSError, ValueError, KeyError) as error:
         logger.error(
             "archive %s of org %s does not verify: %s", archive.storage_name, archive.org_id, error
@@ -348,15 +377,21 @@ def receipt_archive_verify(*, archive: ReceiptArchive) -> ReceiptArchive:
         archive.state = ArchiveState.PENDING
         raise ArchiveMismatch(f"{archive.storage_name}: {error}") from error
     archive.state, archive.verified_at = ArchiveState.VERIFIED, timezone.now()
-    archive.save(update_fields=["state", "verified_at"])
+    archive.save(update_fields=["state", "verified_at", "lock_mode", "locked_until"])
     return archive
 
 
 def archive_check(*, archive: ReceiptArchive) -> None:
-    """Everything step 2 checks, raising ArchiveMismatch at the first difference."""
+    """Everything step 2 checks, raising ArchiveMismatch at the first difference; records
+    the stored version's object lock on ``archive`` (not saved)."""
     storage = archive_storage()
+    lock = stored_lock(storage, archive.storage_name, archive.storage_version)
+    archive.lock_mode = lock.mode if lock else ""
+    archive.locked_until = lock.retain_until if lock else None
+    if lock_required(storage) and (problem := lock_problem(lock)):
+        raise ArchiveMismatch(f"{problem}, and ARCHIVE_STORAGE_URL says object_lock=required")
     digest, size = hashlib.sha256(), 0
-    with storage.open(archive.storage_name, "rb") as file:
+    with open_stored(storage, archive.storage_name, archive.storage_version) as file:
         while chunk := file.read(STREAM_CHUNK):
             digest.update(chunk)
             size += len(chunk)
@@ -364,7 +399,7 @@ def archive_check(*, archive: ReceiptArchive) -> None:
         raise ArchiveMismatch("the stored file's size or SHA-256 differs from the record's")
     manifest: dict[str, Any] | None = None
     checked: set[str] = set()
-    with storage.open(archive.storage_name, "rb") as file:
+    with open_stored(storage, archive.storage_name, archive.storage_version) as file:
         for name, member in archive_members(file):
             if manifest is None:
                 if name != "manifest.json":

@@ -19,22 +19,16 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO
 
-from django.core.files.storage import Storage, storages
-
 from apps.audit.models import ArchiveState, ReceiptArchive
+from apps.audit.storage import archive_storage, open_stored
 from apps.receipts.selectors import RETIRED_BODY
 from apps.tenancy.models import Org
 
-ARCHIVE_STORAGE = "archive"
 RECEIPTS_MEMBER = "receipts.jsonl"
 _OFFSET = struct.Struct("<q")
 # The archive states whose file was read back and verified: its bodies may be gone from
 # the mirror (a retirement runs in batches before the record says "retired").
 READABLE = (ArchiveState.VERIFIED, ArchiveState.RETIRED)
-
-
-def archive_storage() -> Storage:
-    return storages[ARCHIVE_STORAGE]
 
 
 class ArchiveUnreadable(Exception):
@@ -111,7 +105,7 @@ class ArchivedBodies:
         data = self._files.enter_context(tempfile.TemporaryFile())  # noqa: SIM115
         offsets = self._files.enter_context(tempfile.TemporaryFile())  # noqa: SIM115
         lines = 0
-        with archive_storage().open(archive.storage_name, "rb") as file:
+        with open_stored(archive_storage(), archive.storage_name, archive.storage_version) as file:
             for name, member in archive_members(file):
                 if name != RECEIPTS_MEMBER:
                     continue

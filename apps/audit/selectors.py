@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from apps.audit.models import HoldScope, LegalHold, ReceiptArchive
 from apps.audit.retired import READABLE, ArchivedBodies
 from apps.common.errors import NotFound
+from apps.common.timestamps import utc_text
 from apps.receipts.models import MirrorEntry
 from apps.receipts.selectors import (
     RETIRED_BODY,
@@ -95,9 +96,11 @@ def _archive_view(archive: ReceiptArchive) -> dict[str, Any]:
         "month": f"{archive.month:%Y-%m}",
         "name": archive.storage_name,
         "location": archive.location,
+        "version": archive.storage_version,
         "sha256": archive.sha256,
         "first_seq": archive.first_seq,
         "last_seq": archive.last_seq,
+        "locked_until": utc_text(archive.locked_until),
     }
 
 

@@ -537,7 +537,8 @@ EVIDENCE_EXPORTS_PER_ORG = env_int("EVIDENCE_EXPORTS_PER_ORG", 2, minimum=1)
 # verified before the month's bodies leave the mirror. Empty: a directory (ARCHIVE_ROOT);
 # file:///absolute/path; or s3://bucket/prefix?endpoint_url=...&region_name=... through
 # django-storages (boto3's credentials; a bucket with object lock keeps each tar for its
-# default retention, write-once).
+# default retention, write-once; add object_lock=required to retire nothing it does not
+# hold).
 ARCHIVE_ROOT = Path(env_str("ARCHIVE_ROOT", str(LOCAL_DATA_DIR / "archive")))
 ARCHIVE_STORAGE_URL = env_str("ARCHIVE_STORAGE_URL", "")
 STORAGES = {

@@ -10,11 +10,9 @@ import json
 import tarfile
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from nacl.signing import SigningKey
 
@@ -27,8 +25,8 @@ from apps.audit.retention import (
     retention_next_month,
     retention_sweep,
 )
-from apps.audit.retired import archive_storage
 from apps.audit.selectors import audit_chain_verify
+from apps.audit.storage import archive_storage
 from apps.events.models import Event as EventRow
 from apps.events.services import webhook_endpoint_create
 from apps.receipts.models import MirrorEntry
@@ -38,15 +36,11 @@ from apps.transparency.models import LogState
 from apps.transparency.selectors import receipt_proof
 from apps.transparency.services import transparency_publish_epoch
 from apps.transparency.tree.proof import verify_proof
+from tests.audit.retention_data import JANUARY, NOW, entries, run
 from tests.audit.test_evidence_export import unpack
 from tests.receipts.factories import Agent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
-
-NOW = datetime(2026, 6, 15, 12, tzinfo=UTC)
-JANUARY = datetime(2026, 1, 10, 9, tzinfo=UTC)
-FEBRUARY = datetime(2026, 2, 10, 9, tzinfo=UTC)
-MAY = datetime(2026, 5, 20, 9, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)
@@ -60,39 +54,6 @@ def archive_dir(settings, tmp_path: Path) -> Path:
         },
     }
     return folder
-
-
-@pytest.fixture
-def agent() -> Agent:
-    return Agent()
-
-
-@pytest.fixture
-def months(cast, push, agent) -> dict[str, list[dict]]:
-    """acme (90 days' retention): 3 receipts in January, 2 in February, 2 in May, all
-    in a published checkpoint."""
-    org_set_limits(org=cast.acme, receipt_retention_days=90)
-    pushed: dict[str, list[dict]] = {}
-    for name, when, count in (("jan", JANUARY, 3), ("feb", FEBRUARY, 2), ("may", MAY, 2)):
-        receipts = [agent.receipt() for _ in range(count)]
-        for index, receipt in enumerate(receipts):
-            assert push(receipt).status_code == HTTPStatus.CREATED
-            MirrorEntry.objects.filter(action_hash=receipt["content"]["action_hash"]).update(
-                received_at=when + timedelta(minutes=index)
-            )
-        pushed[name] = receipts
-    transparency_publish_epoch()
-    return pushed
-
-
-def entries(org) -> list[MirrorEntry]:
-    return list(MirrorEntry.objects.filter(org=org).order_by("seq"))
-
-
-def run(*args: str) -> dict:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return json.loads(out.getvalue().splitlines()[-1])
 
 
 def test_months_past_retention_are_archived_verified_and_retired_and_the_rest_untouched(
@@ -296,7 +257,8 @@ def test_the_audit_chain_api_marks_retired_entries_and_says_where_they_are(cast,
     assert by_seq[2]["receipt"] == ""
     assert by_seq[2]["archive"] == {
         "month": "2026-01", "name": january.storage_name, "location": january.location,
-        "sha256": january.sha256, "first_seq": 1, "last_seq": 3,
+        "version": "", "sha256": january.sha256, "first_seq": 1, "last_seq": 3,
+        "locked_until": None,
     }  # fmt: skip
 
 

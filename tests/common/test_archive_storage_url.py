@@ -31,7 +31,7 @@ def test_an_s3_url_is_django_storages_s3_backend_that_never_overwrites() -> None
         default_root=ROOT,
     )
     assert entry == {
-        "BACKEND": "storages.backends.s3.S3Storage",
+        "BACKEND": "apps.audit.s3.ArchiveS3Storage",
         "OPTIONS": {
             "bucket_name": "mirror-archive", "location": "receipts/eu", "file_overwrite": False,
             "default_acl": None, "querystring_auth": True,
@@ -46,6 +46,7 @@ def test_an_s3_url_is_django_storages_s3_backend_that_never_overwrites() -> None
         ("s3://key:secret@bucket/x", "carries credentials"),
         ("s3:///prefix", "names no bucket"),
         ("s3://bucket?acl=public-read", "unknown option"),
+        ("s3://bucket?object_lock=preferred", "object_lock is 'required' or absent"),
         ("file://host/relative", "file:///absolute/path"),
         ("ftp://archive.example/x", "use file:///absolute/path or s3://"),
     ],
@@ -57,6 +58,18 @@ def test_a_url_it_cannot_use_is_refused_clearly(url: str, message: str) -> None:
         with pytest.raises(ImproperlyConfigured) as refused:
             parse_archive_storage_url(url, default_root=ROOT)
         assert "secret" not in str(refused.value)
+
+
+def test_object_lock_required_is_an_option_of_the_archive_backend() -> None:
+    from django.core.files.storage import storages
+
+    from apps.audit.storage import lock_required
+
+    entry = parse_archive_storage_url("s3://b/p?object_lock=required", default_root=ROOT)
+    assert entry["OPTIONS"]["object_lock"] == "required"
+    assert lock_required(storages.create_storage(entry))
+    plain = parse_archive_storage_url("s3://b/p", default_root=ROOT)
+    assert not lock_required(storages.create_storage(plain))
 
 
 def test_an_archive_storage_that_cannot_be_built_is_a_system_check_error(settings) -> None:

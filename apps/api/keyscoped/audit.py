@@ -29,9 +29,18 @@ class ArchiveSerializer(serializers.Serializer[Any]):
     month = serializers.CharField(help_text="YYYY-MM (UTC): the org-month archived.")
     name = serializers.CharField(help_text="The evidence tar's name in the archive storage.")
     location = serializers.CharField(help_text="Where it is: a path, or the bucket's URL.")
+    version = serializers.CharField(
+        help_text="The object version written and verified, which every read takes (a "
+        "versioned bucket); empty otherwise."
+    )
     sha256 = serializers.CharField(help_text="SHA-256 of the whole tar.")
     first_seq = serializers.IntegerField()
     last_seq = serializers.IntegerField()
+    locked_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Until when the bucket's object lock holds that version (UTC), as read "
+        "when it was verified; null without a lock.",
+    )
 
 
 # Inline, with ``nullable`` beside ``type``: OpenAPI 3.0 validators ignore ``nullable``
@@ -42,7 +51,8 @@ class ArchiveSerializer(serializers.Serializer[Any]):
         "nullable": True,
         "properties": {
             name: {"type": "integer" if name.endswith("_seq") else "string",
-                   "description": field.help_text or ""}
+                   "description": field.help_text or "",
+                   **({"format": "date-time", "nullable": True} if field.allow_null else {})}
             for name, field in ArchiveSerializer().fields.items()
         },
         "required": list(ArchiveSerializer().fields),
