@@ -253,3 +253,24 @@ def test_the_archive_record_is_in_the_audit_trail_with_its_version(
     assert "" not in versions
     assert MirrorEntry.objects.filter(org=cast.acme, receipt="").count() == 5
     assert json.dumps([event.detail for event in archived])  # plain JSON, as the events carry
+
+
+def test_the_console_shows_an_archive_with_its_version_and_lock(
+    cast, months, settings, s3_server, client
+):
+    from django.contrib.auth import get_user_model
+
+    bucket = s3_server.bucket(lock=COMPLIANCE_A_DAY)
+    use_bucket(settings, s3_server, bucket, query="&object_lock=required")
+    retention_sweep(now=NOW)
+    january = ReceiptArchive.objects.get(org=cast.acme, month__month=1)
+    client.force_login(get_user_model().objects.get(username="acme-auditor"))
+
+    listing = client.get("/admin/audit/receiptarchive/")
+    page = client.get(f"/admin/audit/receiptarchive/{january.pk}/change/")
+
+    assert listing.status_code == page.status_code == 200
+    assert f"s3://{bucket}/mirror/{january.storage_name}" in listing.content.decode()
+    text = page.content.decode()
+    assert january.storage_version in text
+    assert "COMPLIANCE" in text
