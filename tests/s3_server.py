@@ -7,12 +7,9 @@ a provider's bucket; nothing in the service's process is patched."""
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +19,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.child_env import child_environment
+from tests.child_env import child_environment, free_port, serving
 
 # What boto3 signs with: the test server accepts any key (a bucket's service checks them).
 CREDENTIALS = {
@@ -30,12 +27,6 @@ CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "archive-test-secret",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -72,30 +63,14 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
-    port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="s3-server-") as home:
-        log = open(os.path.join(home, "s3.log"), "wb")  # noqa: SIM115 (closed below)
-        process = subprocess.Popen(
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    with (
+        tempfile.TemporaryDirectory(prefix="s3-server-") as home,
+        serving(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            env=child_environment(), stdout=log, stderr=subprocess.STDOUT, cwd=home,
-        )  # fmt: skip
-        endpoint = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                if process.poll() is not None:
-                    log.flush()
-                    raise RuntimeError(Path(home, "s3.log").read_text())
-                try:
-                    if requests.get(f"{endpoint}/moto-api/", timeout=2).status_code < 500:
-                        break
-                except requests.ConnectionError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the S3 test server did not start")
-                time.sleep(0.2)
-            yield S3Server(endpoint=endpoint, process=process)
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-            log.close()
+            env=child_environment(), cwd=home, log=Path(home, "s3.log"),
+            ready=lambda: requests.get(f"{endpoint}/moto-api/", timeout=2).status_code < 500,
+        ) as process,
+    ):  # fmt: skip
+        yield S3Server(endpoint=endpoint, process=process)

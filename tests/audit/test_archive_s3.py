@@ -59,16 +59,23 @@ def use_bucket(settings, server: S3Server, bucket: str, *, query: str = "") -> N
     }
 
 
+@pytest.fixture
+def locked_bucket(settings, s3_server) -> str:
+    """The archive: a bucket with object lock (COMPLIANCE, a day), ``object_lock=required``."""
+    bucket = s3_server.bucket(lock=COMPLIANCE_A_DAY)
+    use_bucket(settings, s3_server, bucket, query="&object_lock=required")
+    return bucket
+
+
 def keys(server: S3Server, bucket: str) -> list[str]:
     listing = server.client().list_objects_v2(Bucket=bucket)
     return sorted(item["Key"] for item in listing.get("Contents", []))
 
 
 def test_months_go_to_a_locked_bucket_are_read_back_from_it_and_only_then_retired(
-    cast, months, dashboard, settings, s3_server
+    cast, months, dashboard, locked_bucket, s3_server
 ):
-    bucket = s3_server.bucket(lock=COMPLIANCE_A_DAY)
-    use_bucket(settings, s3_server, bucket, query="&object_lock=required")
+    bucket = locked_bucket
     client = dashboard("auditor")
     window = {"from": "2026-01-01", "to": "2026-02-28"}
     before = unpack(client.post("/v1/evidence/export", window, format="json"))
@@ -104,10 +111,9 @@ def test_months_go_to_a_locked_bucket_are_read_back_from_it_and_only_then_retire
 
 
 def test_a_locked_archive_cannot_be_deleted_and_a_later_upload_never_stands_in_for_it(
-    cast, months, dashboard, settings, s3_server
+    cast, months, dashboard, locked_bucket, s3_server
 ):
-    bucket = s3_server.bucket(lock=COMPLIANCE_A_DAY)
-    use_bucket(settings, s3_server, bucket, query="&object_lock=required")
+    bucket = locked_bucket
     retention_sweep(now=NOW)
     january = ReceiptArchive.objects.get(org=cast.acme, month__month=1)
     key = f"mirror/{january.storage_name}"
@@ -237,12 +243,7 @@ def test_a_lock_counts_only_while_it_lasts() -> None:
     assert ended.startswith("the stored version's object lock ended on ")
 
 
-def test_the_archive_record_is_in_the_audit_trail_with_its_version(
-    cast, months, settings, s3_server
-):
-    bucket = s3_server.bucket(lock=COMPLIANCE_A_DAY)
-    use_bucket(settings, s3_server, bucket, query="&object_lock=required")
-
+def test_the_archive_record_is_in_the_audit_trail_with_its_version(cast, months, locked_bucket):
     retention_sweep(now=NOW)
 
     archived = OrgAuditEvent.objects.filter(org=cast.acme, kind=AuditKind.RECEIPTS_ARCHIVED)
@@ -256,12 +257,10 @@ def test_the_archive_record_is_in_the_audit_trail_with_its_version(
 
 
 def test_the_console_shows_an_archive_with_its_version_and_lock(
-    cast, months, settings, s3_server, client
+    cast, months, locked_bucket, s3_server, client
 ):
     from django.contrib.auth import get_user_model
 
-    bucket = s3_server.bucket(lock=COMPLIANCE_A_DAY)
-    use_bucket(settings, s3_server, bucket, query="&object_lock=required")
     retention_sweep(now=NOW)
     january = ReceiptArchive.objects.get(org=cast.acme, month__month=1)
     client.force_login(get_user_model().objects.get(username="acme-auditor"))
@@ -270,7 +269,7 @@ def test_the_console_shows_an_archive_with_its_version_and_lock(
     page = client.get(f"/admin/audit/receiptarchive/{january.pk}/change/")
 
     assert listing.status_code == page.status_code == 200
-    assert f"s3://{bucket}/mirror/{january.storage_name}" in listing.content.decode()
+    assert f"s3://{locked_bucket}/mirror/{january.storage_name}" in listing.content.decode()
     text = page.content.decode()
     assert january.storage_version in text
     assert "COMPLIANCE" in text

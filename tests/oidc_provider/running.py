@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,16 +18,10 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 import pytest
 import requests
 
-from tests.child_env import child_environment
+from tests.child_env import child_environment, free_port, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "provider-pw-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -81,8 +73,9 @@ class Provider:
 
 @pytest.fixture(scope="session")
 def oidc_provider() -> Iterator[Provider]:
-    port = _free_port()
+    port = free_port()
     secret = secrets.token_hex(16)
+    issuer = f"http://127.0.0.1:{port}/o"
     with tempfile.TemporaryDirectory(prefix="oidc-provider-") as home:
         env = child_environment("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "MIGRATION_DATABASE_URL")
         env.update(
@@ -91,28 +84,10 @@ def oidc_provider() -> Iterator[Provider]:
             OIDC_PROVIDER_SETUP_SECRET=secret,
             PYTHONPATH=str(ROOT),
         )
-        log = open(os.path.join(home, "provider.log"), "wb")  # noqa: SIM115 (closed below)
-        process = subprocess.Popen(
+        with serving(
             [sys.executable, "-m", "tests.oidc_provider.serve"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        issuer = f"http://127.0.0.1:{port}/o"
-        try:
-            deadline = time.monotonic() + 60  # migrating SQLite and generating an RSA key
-            while True:
-                if process.poll() is not None:
-                    log.flush()
-                    raise RuntimeError(Path(home, "provider.log").read_text())
-                try:
-                    if requests.get(f"{issuer}/.well-known/openid-configuration", timeout=2).ok:
-                        break
-                except requests.ConnectionError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the test provider did not start")
-                time.sleep(0.2)
+            env=env, cwd=ROOT, log=Path(home, "provider.log"),
+            # migrating SQLite and generating an RSA key take a while
+            ready=lambda: requests.get(f"{issuer}/.well-known/openid-configuration", timeout=2).ok,
+        ) as process:  # fmt: skip
             yield Provider(issuer=issuer, setup_secret=secret, process=process)
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-            log.close()
