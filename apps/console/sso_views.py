@@ -1,6 +1,9 @@
 """Single sign-on pages: the sign-in page asks for the org (or an email domain), then the
 authorization code flow with that org's provider (mozilla-django-oidc's views, given the
-org: ``apps.tenancy.sso``), and the landing in the org's console, or the refusal said."""
+org: ``apps.tenancy.sso``), and the landing in the org's console, or the refusal said.
+
+The org's provider is read from ``apps.tenancy.sso_provider``, never the backend's module:
+these pages are loaded by every worker at start, the backend (with PyJWT) only by a sign-in."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 
 from apps.common.errors import DomainError
 from apps.tenancy.services.sso import sso_org
-from apps.tenancy.sso import discovery, org_sso_config
+from apps.tenancy.sso_provider import discovery, org_sso_config
 
 # Session key: the org each pending sign-in is for, by its OAuth state (a pending invitation
 # of the email the provider vouches for is accepted whichever way the sign-in started).

@@ -5,8 +5,8 @@ the session, the code exchanged at the token endpoint, the ID token's signature 
 against the provider's published keys, the userinfo fetched. It reads one provider from
 settings; here each org has its own (:class:`~apps.tenancy.models.SsoConfig`), so the sign-in
 views put the org on the request (``request.sso_org_id``) and :class:`OrgOidcBackend` takes
-that org's provider: its endpoints from the issuer's discovery document, its client, its
-rules (:func:`~apps.tenancy.services.sso.sso_sign_in`).
+that org's provider: its endpoints from the issuer's discovery document, its client
+(``apps.tenancy.sso_provider``), its rules (:func:`~apps.tenancy.services.sso.sso_sign_in`).
 
 Two checks the library leaves out are made here: the ID token's audience must be this
 org's client id and its issuer the org's issuer (the library decodes with
@@ -16,7 +16,6 @@ org's client id and its issuer the org's issuer (the library decodes with
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import jwt
@@ -28,51 +27,10 @@ from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from apps.tenancy.models import Org, SsoConfig
-from apps.tenancy.org_context import activate_orgs
 from apps.tenancy.services.sso import SsoRefused, sso_refusal_record, sso_sign_in
+from apps.tenancy.sso_provider import discovery, org_sso_config
 
 logger = logging.getLogger(__name__)
-
-# Discovery documents, per issuer: (fetched at, monotonic seconds; the document).
-_discovered: dict[str, tuple[float, dict[str, Any]]] = {}
-DISCOVERY_SECONDS = 300
-ENDPOINTS = ("authorization_endpoint", "token_endpoint", "jwks_uri", "userinfo_endpoint")
-
-
-def discovery(issuer: str) -> dict[str, Any]:
-    """The provider's discovery document (OpenID Connect Discovery 1.0), kept a few minutes;
-    its ``issuer`` must be the configured one, and its endpoints must be there."""
-    if not issuer.startswith("https://") and not settings.SSO_ALLOW_HTTP_ISSUERS:
-        raise SsoRefused(f"the issuer {issuer} is not https (SSO_ALLOW_HTTP_ISSUERS is off)")
-    now = time.monotonic()
-    cached = _discovered.get(issuer)
-    if cached is not None and now - cached[0] < DISCOVERY_SECONDS:
-        return cached[1]
-    try:
-        answer = requests.get(
-            f"{issuer}/.well-known/openid-configuration",
-            timeout=settings.SSO_TIMEOUT_SECONDS,
-            allow_redirects=False,
-        )
-        answer.raise_for_status()
-        document = answer.json()
-    except (requests.RequestException, ValueError) as error:
-        raise SsoRefused(f"the provider's discovery document could not be read: {error}") from None
-    if not isinstance(document, dict) or document.get("issuer", "").rstrip("/") != issuer:
-        raise SsoRefused(f"the discovery document at {issuer} names another issuer")
-    missing = [name for name in ENDPOINTS if not isinstance(document.get(name), str)]
-    if missing:
-        raise SsoRefused(f"the provider's discovery document lacks {', '.join(missing)}")
-    _discovered[issuer] = (now, document)
-    return document
-
-
-def org_sso_config(org_id: int) -> SsoConfig:
-    activate_orgs([org_id])
-    config = SsoConfig.objects.select_related("org").filter(org_id=org_id, enabled=True).first()
-    if config is None:
-        raise SsoRefused("this org has no single sign-on (any more)")
-    return config
 
 
 class OrgOidcBackend(OIDCAuthenticationBackend):
