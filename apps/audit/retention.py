@@ -241,6 +241,33 @@ def retention_org_run(*, org: Org, now: datetime, result: SweepResult | None = N
             result.retired += 1
 
 
+def retention_preview(*, org: Org, now: datetime) -> dict[str, Any]:
+    """What the sweep would do next for ``org``, writing nothing: the month it would take
+    (an archive an earlier run left unfinished, or the oldest month now due) and what
+    would block it (:func:`retention_blockers`, the archive storage's included)."""
+    days = org.effective_receipt_retention_days
+    facts: dict[str, Any] = {"org": org.slug, "retention_days": days, "next": None}
+    archive = ReceiptArchive.objects.filter(org=org).exclude(state=ArchiveState.RETIRED).first()
+    if archive is None:
+        due = retention_next_month(org=org, now=now)
+        if due is None:
+            return facts
+        archive = ReceiptArchive(
+            org=org, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
+            receipts=due.last_seq - due.first_seq + 1,
+        )  # fmt: skip
+    elif retention_cutoff(org, now) is None:
+        return facts
+    facts["next"] = {
+        "month": f"{archive.month:%Y-%m}",
+        "first_seq": archive.first_seq,
+        "last_seq": archive.last_seq,
+        "state": archive.state,
+        "blocked_by": retention_blockers(org=org, archive=archive),
+    }
+    return facts
+
+
 @contextmanager
 def _org_lock(org: Org) -> Iterator[bool]:
     """One sweeper per org at a time (a session advisory lock on PostgreSQL): an archive

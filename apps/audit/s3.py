@@ -31,6 +31,13 @@ class ArchiveS3Storage(S3Storage):
         except (BotoCoreError, ClientError) as error:
             raise self._failure(f"writing {name}", error) from None
 
+    def probe(self) -> None:
+        """Raise ArchiveStorageError unless the bucket answers (``HeadBucket``)."""
+        try:
+            self.connection.meta.client.head_bucket(Bucket=self.bucket_name)
+        except (BotoCoreError, ClientError) as error:
+            raise self._failure("reaching the archive bucket", error) from None
+
     def stored_version(self, name: str) -> str:
         """The version id of the object now under ``name`` ("" in an unversioned bucket)."""
         return str(self._head(name, "").get("VersionId") or "")

@@ -118,11 +118,15 @@ def hold_stored(storage: Storage, name: str, version: str, *, now: datetime) -> 
 
 
 def archive_storage_blockers(storage: Storage) -> list[str]:
-    """What keeps the storage from taking an archive now, in words (none: go on). With
-    ``object_lock=required`` the bucket must hold new objects under a default retention."""
-    if not lock_required(storage):
-        return []
+    """What keeps the storage from taking an archive now, in words (none: go on): a bucket
+    must answer, and with ``object_lock=required`` hold new objects under a default
+    retention. Asked before a month's tar is built, so an outage costs no work."""
     try:
+        probe = getattr(storage, "probe", None)
+        if probe is not None:
+            probe()
+        if not lock_required(storage):
+            return []
         retention = storage.default_retention()  # type: ignore[attr-defined]
     except ArchiveStorageError as error:
         return [str(error)]

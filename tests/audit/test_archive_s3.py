@@ -11,12 +11,14 @@ import json
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 from django.core.files.base import ContentFile
+from django.core.management import call_command
 from django.utils import timezone
 
 from apps.audit.models import ArchiveState, ReceiptArchive
@@ -167,26 +169,48 @@ def test_a_plain_bucket_serves_as_the_archive_when_no_lock_is_required(
     assert run("verify_chain", "acme", "--against-archive")["checked_against_archive"] == 5
 
 
-def test_an_unreachable_bucket_is_one_line_and_the_next_sweep_finishes(
+def test_an_unreachable_bucket_blocks_the_month_before_any_work_and_the_next_sweep_finishes(
     cast, months, settings, s3_server, caplog
 ):
     bucket = s3_server.bucket(lock=COMPLIANCE_A_DAY)
     closed = S3Server(endpoint="http://127.0.0.1:9", process=s3_server.process)
     use_bucket(settings, closed, bucket)
 
-    with caplog.at_level(logging.ERROR, logger="apps.audit.retention"):
+    with caplog.at_level(logging.INFO):
         result = retention_sweep(now=NOW)
 
     assert (result.archived, result.retired) == (0, 0)
     (blocked,) = result.as_dict()["blocked"]
-    assert blocked.startswith("acme: the archive storage failed: writing ")
-    assert "Could not connect to the endpoint URL" in blocked
-    assert [record.exc_info for record in caplog.records] == [None]
+    assert blocked.startswith("acme 2026-01: reaching the archive bucket: Could not connect")
+    assert [record for record in caplog.records if record.exc_info] == []
+    assert not ReceiptArchive.objects.exists()  # the tar was never built
     assert all(entry.receipt for entry in entries(cast.acme))
-    assert ReceiptArchive.objects.get().state == ArchiveState.PENDING
 
     use_bucket(settings, s3_server, bucket)
     assert retention_sweep(now=NOW).retired == 2
+
+
+def test_a_bucket_lost_while_writing_is_one_line_and_the_month_stays_pending(
+    cast, months, settings, s3_server, caplog
+):
+    from apps.audit.retention import receipt_archive_write, retention_next_month
+
+    use_bucket(settings, S3Server(endpoint="http://127.0.0.1:9", process=s3_server.process),
+               s3_server.bucket())  # fmt: skip
+    due = retention_next_month(org=cast.acme, now=NOW)
+    assert due is not None
+    archive = ReceiptArchive(
+        org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
+        receipts=due.last_seq - due.first_seq + 1,
+    )  # fmt: skip
+
+    with pytest.raises(ArchiveStorageError, match=r"writing receipts/.*Could not connect") as lost:
+        receipt_archive_write(archive=archive)
+
+    assert lost.value.__cause__ is None  # one line, no chained botocore traceback
+    assert lost.value.__suppress_context__
+    assert ReceiptArchive.objects.get().state == ArchiveState.PENDING
+    assert all(entry.receipt for entry in entries(cast.acme))
 
 
 def test_a_large_archive_goes_up_in_parts_under_the_lock_and_reads_back_as_a_stream(
@@ -273,3 +297,17 @@ def test_the_console_shows_an_archive_with_its_version_and_lock(
     text = page.content.decode()
     assert january.storage_version in text
     assert "COMPLIANCE" in text
+
+
+def test_the_dry_run_names_a_bucket_that_cannot_keep_the_promise(cast, months, settings, s3_server):
+    bucket = s3_server.bucket(versioned=True)
+    use_bucket(settings, s3_server, bucket, query="&object_lock=required")
+    out = StringIO()
+
+    call_command("retention_sweep", "acme", "--dry-run", stdout=out)
+
+    assert json.loads(out.getvalue())["next"]["blocked_by"] == [
+        f"the archive bucket {bucket!r} has no default object-lock retention, "
+        "and ARCHIVE_STORAGE_URL says object_lock=required"
+    ]
+    assert keys(s3_server, bucket) == []

@@ -10,9 +10,11 @@ import json
 import tarfile
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.core.management.base import CommandError
 from nacl.signing import SigningKey
 
@@ -367,3 +369,27 @@ def test_a_hold_on_a_session_keeps_the_month_its_receipts_were_received_in(cast,
 
     assert result.retired == 0
     assert MirrorEntry.objects.get(pk=entry.pk).receipt != ""
+
+
+def test_the_command_says_what_the_sweep_would_do_and_writes_nothing(cast, months):
+    out = StringIO()
+    call_command("retention_sweep", "acme", "--dry-run", stdout=out)
+
+    assert json.loads(out.getvalue()) == {
+        "org": "acme", "retention_days": 90,
+        "next": {"month": "2026-01", "first_seq": 1, "last_seq": 3, "state": "pending",
+                 "blocked_by": []},
+    }  # fmt: skip
+    assert not ReceiptArchive.objects.exists()
+    assert all(entry.receipt for entry in entries(cast.acme))
+
+
+def test_the_command_runs_the_sweep_now(cast, months):
+    # Today every month of the fixture (the last is May 2026) is past acme's 90 days.
+    assert run("retention_sweep", "acme") == {"archived": 3, "retired": 3, "blocked": []}
+
+    assert [entry.seq for entry in entries(cast.acme) if entry.receipt] == []
+    out = StringIO()
+    call_command("retention_sweep", "--dry-run", stdout=out)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {line["org"]: line["next"] for line in lines}["acme"] is None
