@@ -240,6 +240,10 @@ class PolicyReplay(models.Model):
     A small window is replayed in the request and stored ready; a larger one is queued
     and a worker fills ``report`` in. The window's bounds and both policies are fixed at
     the request, so the worker replays what was asked, whatever was deployed meanwhile.
+
+    A finished replay is kept ``POLICY_REPLAY_RETENTION_DAYS`` after it finished
+    (``apps.policy.services.policy_replays_prune``), except one a proposal names: the
+    proposal keeps only its id, so that row is its report for as long as the proposal is.
     """
 
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -269,11 +273,23 @@ class PolicyReplay(models.Model):
         blank=True,
         related_name="+",
     )
+    # Asked for by a policy proposal (its ``replay`` member names this row): never pruned.
+    for_proposal = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set with the last write of a replay, ready or failed; null while pending or running.
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["org", "-created_at"], name="policy_replay_org_time")]
+        indexes = [
+            models.Index(fields=["org", "-created_at"], name="policy_replay_org_time"),
+            # The retention's walk, oldest first: the finished replays no proposal names
+            # (a comparison on ``finished_at`` implies it is set, with its value bound or not).
+            models.Index(
+                fields=["finished_at", "id"],
+                name="policy_replay_finished",
+                condition=models.Q(finished_at__isnull=False, for_proposal=False),
+            ),
+        ]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from django.db import connection, transaction
 
@@ -38,6 +38,8 @@ REPLAY_BATCH = 500
 # Example receipts kept per flip, and decision changes kept in ``sample`` (newest first).
 EXAMPLES_PER_FLIP = 3
 SAMPLE_SIZE = 20
+
+Row = TypeVar("Row")
 
 # The receipts ``org`` received on ``day`` (UTC) and after, by the rollups.
 WindowCount = Callable[[Org, date], int]
@@ -75,7 +77,10 @@ _ROW_FIELDS = WindowRow._fields
 # A page's statement runs with every plan but an ordered read of the index switched off:
 # told how many entries a range holds, the planner would rather read them all and sort (a
 # bitmap scan; a sequential scan of the table when the range is most of an org), and
-# parallel workers read ahead of the page. Local to the page's transaction or savepoint.
+# parallel workers read ahead of the page. So does each batch of the replays' retention
+# (``policy_replays_prune``): across orgs the planner takes row-level security to let a
+# few rows through, and reads the whole backlog (or the table) to sort them. Local to the
+# statement's transaction or savepoint (``read_in_index_order``).
 _ORDERED_INDEX_READ = (
     "SELECT set_config('enable_seqscan', 'off', true), "
     "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), "
@@ -112,14 +117,21 @@ def replay_window_rows(
         below = {"received_at__lt": last}
 
 
-def _page(rows: Iterable[tuple[Any, ...]]) -> list[WindowRow]:
-    """``rows`` read under ``_ORDERED_INDEX_READ``, newest first."""
+def read_in_index_order(rows: Iterable[Row]) -> list[Row]:
+    """``rows`` (a query ordered as an index is, and limited) read under
+    ``_ORDERED_INDEX_READ``: the index walked in order, stopped at the limit."""
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute(_ORDERED_INDEX_READ)
-        read = [WindowRow(*row) for row in rows]
+        read = list(rows)
         transaction.set_rollback(True)  # a read: rolling back only ends the settings
+    return read
+
+
+def _page(rows: Iterable[tuple[Any, ...]]) -> list[WindowRow]:
+    """``rows`` read in the index's order, newest first."""
+    read = [WindowRow(*row) for row in read_in_index_order(rows)]
     return sorted(read, key=lambda row: (row.received_at, row.seq), reverse=True)
 
 

@@ -1,5 +1,6 @@
 """The one write path for policy: ``policy_deploy`` (API, console and command alike), and
-the replay of a proposed policy (``policy_replay_request``), stored for whoever asked.
+the replay of a proposed policy (``policy_replay_request``), stored for whoever asked
+until its retention is up (``policy_replays_prune``).
 
 With the org's ``policy_quorum`` at 0 a deploy activates at once. Above 0 it becomes a
 ``PolicyProposal`` that activates when that many approver keys approved it
@@ -41,7 +42,7 @@ from apps.policy.models import (
     ProposalStatus,
     ReplayStatus,
 )
-from apps.policy.replay import policy_replay_compute, window_receipts
+from apps.policy.replay import policy_replay_compute, read_in_index_order, window_receipts
 from apps.policy.rules import (
     EMPTY_POLICY_TOML,
     Policy,
@@ -230,7 +231,7 @@ def _propose(
     # window) or by the worker (the proposal names the replay; its report fills in).
     replay = policy_replay_request(
         org=org, toml=version.toml, days=settings.POLICY_PROPOSAL_REPLAY_DAYS,
-        requested_by=actor.user if isinstance(actor.user, User) else None,
+        requested_by=actor.user if isinstance(actor.user, User) else None, for_proposal=True,
     )  # fmt: skip
     proposal.replay = {"replay_id": replay.replay_id, "days": replay.days}
     proposal.save(update_fields=["replay"])
@@ -379,12 +380,17 @@ REPLAY_ID_PREFIX = "rpl_"
 
 
 def policy_replay_request(
-    *, org: Org, toml: str, days: int, requested_by: User | None = None
+    *,
+    org: Org,
+    toml: str,
+    days: int,
+    requested_by: User | None = None,
+    for_proposal: bool = False,
 ) -> PolicyReplay:
     """Replay ``toml`` (validated as a deploy would: a refusal raises the deploy's error)
     over ``org``'s verified receipts of the last ``days`` days against the active policy,
     and store the report: the one entry for the console's preview, the dashboard API's and
-    a policy proposal's replay.
+    a policy proposal's replay (``for_proposal``: kept past the replays' retention).
 
     A window the analytics rollups count at most ``POLICY_REPLAY_INLINE_RECEIPTS``
     receipts in is replayed now and the row comes back ready; a larger one is queued (the
@@ -411,6 +417,7 @@ def policy_replay_request(
         window_end=end,
         estimated_receipts=estimated,
         requested_by=requested_by if requested_by and requested_by.pk else None,
+        for_proposal=for_proposal,
     )
     if estimated > settings.POLICY_REPLAY_INLINE_RECEIPTS:
         from apps.policy.tasks import run_policy_replay  # the task module imports this one
@@ -452,6 +459,44 @@ def policy_replay_run(*, replay_pk: int) -> PolicyReplay:
     replay.finished_at = timezone.now()
     replay.save(update_fields=["status", "report", "finished_at"])
     return replay
+
+
+FINISHED_REPLAYS = (ReplayStatus.READY, ReplayStatus.FAILED)
+
+
+def policy_replays_prune(*, now: datetime | None = None) -> int:
+    """Delete the finished replays (ready or failed) past ``POLICY_REPLAY_RETENTION_DAYS``
+    after they finished (0: kept for ever); how many were deleted. Polled afterwards, a
+    deleted replay answers not found, as an id that never was.
+
+    Never deleted: a replay a proposal names (``for_proposal``: the proposal keeps only the
+    id, so the row is its report, on its console page and through the API, for as long as
+    the proposal is kept), and one pending or running, however old: its task reads the row
+    as it starts and writes it as it ends, and a task may wait, or be queued again after a
+    worker died, for any time.
+
+    Bounded work per run, never a scan of the table: the oldest first, read in order
+    through the partial index of finished replays no proposal names (by ``finished_at``)
+    and stopped at ``RETENTION_PRUNE_BATCH`` rows (``read_in_index_order``), then deleted
+    by primary key, one statement each; at most ``RETENTION_PRUNE_BATCHES_PER_RUN`` batches
+    a run (a backlog is worked off over several runs).
+    """
+    days = settings.POLICY_REPLAY_RETENTION_DAYS
+    if not days:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    expired = PolicyReplay.objects.filter(
+        finished_at__lt=cutoff, for_proposal=False, status__in=FINISHED_REPLAYS
+    )
+    oldest = expired.order_by("finished_at", "pk").values_list("pk", flat=True)
+    deleted = 0
+    for _ in range(settings.RETENTION_PRUNE_BATCHES_PER_RUN):
+        ids = read_in_index_order(oldest[: settings.RETENTION_PRUNE_BATCH])
+        if not ids:
+            break
+        gone, _ = PolicyReplay.objects.filter(pk__in=ids, status__in=FINISHED_REPLAYS).delete()
+        deleted += gone
+    return deleted
 
 
 def _enforced(toml: str) -> Policy:

@@ -1,7 +1,8 @@
 """The policy app's background work: reporting agents still enforcing a replaced policy
-version some time after a deploy (``policy.stale_agents``, :mod:`apps.policy.fleet`), and
+version some time after a deploy (``policy.stale_agents``, :mod:`apps.policy.fleet`),
 replaying a proposed policy over a window too large to replay in the request
-(``apps.policy.services.policy_replay_request`` queues it)."""
+(``apps.policy.services.policy_replay_request`` queues it), and deleting finished replays
+past their retention (``apps.policy.services.policy_replays_prune``)."""
 
 from __future__ import annotations
 
@@ -34,11 +35,29 @@ def run_policy_replay(replay_pk: int) -> str:
     return str(policy_replay_run(replay_pk=replay_pk).status)
 
 
+@task(queue_name=PERIODIC_QUEUE)
+def prune_policy_replays() -> int:
+    """Delete finished policy replays past ``POLICY_REPLAY_RETENTION_DAYS``; how many.
+    Across orgs, as operator commands run."""
+    # Imported here, as in run_policy_replay: the service imports this module.
+    from apps.policy.services import policy_replays_prune
+
+    activate_all_orgs()
+    try:
+        return policy_replays_prune()
+    finally:
+        activate_default()
+
+
 SCHEDULE = (
     # POLICY_STALE_AGENT_CHECK_SECONDS = 0 turns the check (and the event) off.
     Periodic(
         "check_stale_agents",
         check_stale_agents,
         lambda: settings.POLICY_STALE_AGENT_CHECK_SECONDS,
+    ),
+    # RETENTION_PRUNE_SECONDS = 0 turns every retention prune off, this one too.
+    Periodic(
+        "prune_policy_replays", prune_policy_replays, lambda: settings.RETENTION_PRUNE_SECONDS
     ),
 )

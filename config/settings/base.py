@@ -556,9 +556,12 @@ RETENTION_RETIRE_BATCH = env_int("RETENTION_RETIRE_BATCH", 5000, minimum=1)
 # finished evidence export (its file, then its row) goes this long after it finished,
 # unless an active legal hold covers its window (apps.audit.selectors.legal_holds_blocking);
 # the webhook delivery log (each event and its deliveries, once all are finished) this long
-# after the event: it is operational, not evidence, and no hold keeps it.
+# after the event: it is operational, not evidence, and no hold keeps it; a finished policy
+# replay (ready or failed) this long after it finished, unless a policy proposal names it
+# (kept with the proposal); one pending or running is never deleted.
 EVIDENCE_EXPORT_RETENTION_DAYS = env_int("EVIDENCE_EXPORT_RETENTION_DAYS", 30)
 WEBHOOK_DELIVERY_RETENTION_DAYS = env_int("WEBHOOK_DELIVERY_RETENTION_DAYS", 30)
+POLICY_REPLAY_RETENTION_DAYS = env_int("POLICY_REPLAY_RETENTION_DAYS", 30)
 # Seconds between the periodic runs that delete them (0: off); each run deletes in
 # batches of RETENTION_PRUNE_BATCH rows found through an index, at most
 # RETENTION_PRUNE_BATCHES_PER_RUN batches, so a backlog never holds the periodic queue.

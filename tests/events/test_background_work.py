@@ -44,7 +44,7 @@ def test_each_periodic_task_is_enqueued_once_per_slot(db, settings) -> None:
         "reclaim_tasks", "sweep_approvals", "sweep_deliveries",
     ]  # fmt: skip
     hourly = ["prune_task_results", "prune_delivery_log", "prune_evidence_exports",
-              "sweep_receipt_retention"]  # fmt: skip
+              "prune_policy_replays", "sweep_receipt_retention"]  # fmt: skip
     assert sorted(first) == sorted([*every_minute, *hourly])
     assert again == []
     assert sorted(later) == every_minute
