@@ -6,7 +6,9 @@ class PolicyConfig(AppConfig):
     verbose_name = "Policy"
 
     def ready(self) -> None:
-        from apps.common import scheduling
+        from apps.common import scheduling, workers
         from apps.policy import tasks
+        from apps.policy.services import policy_replays_settle
 
+        workers.on_reclaim(policy_replays_settle)
         scheduling.register(*tasks.SCHEDULE)

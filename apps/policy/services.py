@@ -19,11 +19,13 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from apps.common import outbound
 from apps.common.errors import InvalidInput
 from apps.common.tasks import enqueue
 from apps.common.timestamps import utc_text
+from apps.common.workers import Reclaimed
 from apps.policy.errors import (
     BreakGlassRefused,
     PolicyFloorBypass,
@@ -461,7 +463,29 @@ def policy_replay_run(*, replay_pk: int) -> PolicyReplay:
     return replay
 
 
+UNFINISHED_REPLAYS = (ReplayStatus.PENDING, ReplayStatus.RUNNING)
 FINISHED_REPLAYS = (ReplayStatus.READY, ReplayStatus.FAILED)
+
+
+def policy_replays_settle(reclaimed: Reclaimed) -> None:
+    """The worker reclaim's hook (apps.common.workers): a replay whose task the reclaim
+    failed (its worker stopped while running it ``TASK_MAX_ATTEMPTS`` times) is never run
+    again, so it is failed, and whoever polls it stops waiting (and the retention deletes
+    it in time). A task queued again needs nothing: it runs its replay from the start."""
+    if not reclaimed.failed:
+        return
+    from apps.policy.tasks import run_policy_replay  # the task module imports this one
+
+    given = DBTaskResult.objects.filter(
+        pk__in=reclaimed.failed, task_path=run_policy_replay.module_path
+    ).values_list("args_kwargs", flat=True)
+    PolicyReplay.objects.filter(
+        pk__in=[args_kwargs["args"][0] for args_kwargs in given], status__in=UNFINISHED_REPLAYS
+    ).update(
+        status=ReplayStatus.FAILED,
+        error="interrupted: the worker replaying it stopped; ask for a new replay",
+        finished_at=reclaimed.now,
+    )
 
 
 def policy_replays_prune(*, now: datetime | None = None) -> int:
@@ -473,7 +497,8 @@ def policy_replays_prune(*, now: datetime | None = None) -> int:
     id, so the row is its report, on its console page and through the API, for as long as
     the proposal is kept), and one pending or running, however old: its task reads the row
     as it starts and writes it as it ends, and a task may wait, or be queued again after a
-    worker died, for any time.
+    worker died, for any time. A replay whose task will never run again is failed by
+    :func:`policy_replays_settle`, and goes once that is old enough.
 
     Bounded work per run, never a scan of the table: the oldest first, read in order
     through the partial index of finished replays no proposal names (by ``finished_at``)

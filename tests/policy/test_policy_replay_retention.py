@@ -1,6 +1,7 @@
 """Finished policy replays past POLICY_REPLAY_RETENTION_DAYS are deleted in bounded batches
 found through an index; one pending or running is never deleted, one a proposal names is
-kept with the proposal, and a deleted replay polled answers not found."""
+kept with the proposal, and a deleted replay polled answers not found. A replay whose
+task the worker reclaim gave up on is failed, so it ages out like the others."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from apps.common.scheduling import schedule
+from apps.common.workers import tasks_reclaim
 from apps.policy.models import PolicyProposal, PolicyReplay, ProposalStatus, ReplayStatus
 from apps.policy.services import policy_deploy, policy_replay_request, policy_replays_prune
 from apps.tenancy.org_context import activate_all_orgs
@@ -22,6 +25,7 @@ from apps.tenancy.services import org_set_policy_quorum
 from deploy.bench.bulk_rows import insert_select
 from tests.console.test_console_admin import member as console_member
 from tests.policy.test_policy_api import ALLOW_SEARCH, BLOCK_SEARCH, rule_toml
+from tests.receipts.factories import Agent
 from tests.receipts.test_lookup_columns_migration import _migrate
 from tests.scale import assert_bounded, mirror_plans, owner_connection
 
@@ -158,6 +162,48 @@ def test_a_deleted_replay_polled_answers_not_found(cast, retention, dashboard) -
     assert gone.status_code == HTTPStatus.NOT_FOUND
     assert gone.json() == {"detail": f"no policy replay {replay_id!r} in this org"}
     assert console.get(page).status_code == HTTPStatus.NOT_FOUND
+
+
+def test_a_replay_whose_task_will_not_run_again_is_failed_and_ages_out(
+    cast, retention, dashboard, push
+) -> None:
+    retention.POLICY_REPLAY_INLINE_RECEIPTS = 0  # a window of one receipt runs in the worker
+    assert push(Agent().receipt()).status_code == HTTPStatus.CREATED
+    queued = policy_replay_request(org=cast.acme, toml=BLOCK_SEARCH, days=1)
+    again = policy_replay_request(org=cast.acme, toml=BLOCK_SEARCH, days=1)
+    assert queued.status == again.status == ReplayStatus.PENDING
+    PolicyReplay.objects.update(status=ReplayStatus.RUNNING)
+    # Both tasks' workers died; the first one's died every time it was tried.
+    for task, workers in (
+        (_task_of(queued), ["w1", "w2", "w3"]), (_task_of(again), ["w1"]),
+    ):  # fmt: skip
+        task.status, task.worker_ids = "RUNNING", workers
+        task.started_at = timezone.now() - timedelta(hours=1)
+        task.save(update_fields=["status", "worker_ids", "started_at"])
+
+    reclaimed = tasks_reclaim()
+
+    assert (reclaimed.failed, reclaimed.requeued) == ([str(_task_of(queued).id)],
+                                                      [str(_task_of(again).id)])  # fmt: skip
+    queued.refresh_from_db()
+    again.refresh_from_db()
+    assert queued.status == ReplayStatus.FAILED
+    assert queued.finished_at == reclaimed.now
+    # The one queued again is run again from the start by its task: left as it was.
+    assert (again.status, again.finished_at) == (ReplayStatus.RUNNING, None)
+    polled = dashboard("manager").get(f"/v1/policy/replays/{queued.replay_id}").json()
+    assert polled["status"] == "failed"
+    assert "worker replaying it stopped" in polled["error"]
+
+    assert policy_replays_prune() == 0
+    assert policy_replays_prune(now=timezone.now() + timedelta(days=31)) == 1
+    assert kept(queued, again) == [again.replay_id]
+
+
+def _task_of(replayed: PolicyReplay) -> DBTaskResult:
+    return DBTaskResult.objects.get(
+        task_path="apps.policy.tasks.run_policy_replay", args_kwargs__args=[replayed.pk]
+    )
 
 
 @pytest.mark.django_db(transaction=True)  # the rows are committed and analyzed
