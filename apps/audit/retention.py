@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from blake3 import blake3
 from django.core.files import File
@@ -53,6 +53,7 @@ from apps.audit.models import ArchiveState, ReceiptArchive
 from apps.audit.retired import ArchiveUnreadable, archive_members
 from apps.audit.selectors import legal_holds_blocking
 from apps.audit.storage import (
+    ArchiveMissing,
     ArchiveStorageError,
     archive_storage,
     archive_storage_blockers,
@@ -394,18 +395,26 @@ def receipt_archive_verify(*, archive: ReceiptArchive) -> ReceiptArchive:
     file is written by the next run) and ArchiveMismatch is raised."""
     try:
         archive_check(archive=archive)
-    except ArchiveStorageError:
-        raise  # the storage did not answer: nothing is known of the file, try again later
+    except ArchiveStorageError as error:
+        if not isinstance(error, ArchiveMissing):
+            raise  # the storage did not answer: nothing is known of the file, try again later
+        _unverified(archive, error)
     except (ArchiveMismatch, ArchiveUnreadable, OSError, ValueError, KeyError) as error:
-        logger.error(
-            "archive %s of org %s does not verify: %s", archive.storage_name, archive.org_id, error
-        )
-        ReceiptArchive.objects.filter(pk=archive.pk).update(state=ArchiveState.PENDING)
-        archive.state = ArchiveState.PENDING
-        raise ArchiveMismatch(f"{archive.storage_name}: {error}") from error
+        _unverified(archive, error)
     archive.state, archive.verified_at = ArchiveState.VERIFIED, timezone.now()
     archive.save(update_fields=["state", "verified_at", "lock_mode", "locked_until"])
     return archive
+
+
+def _unverified(archive: ReceiptArchive, error: Exception) -> NoReturn:
+    """The stored file is not the archive (changed, damaged or gone): never relied on, the
+    record back to pending (the next run writes a new file)."""
+    logger.error(
+        "archive %s of org %s does not verify: %s", archive.storage_name, archive.org_id, error
+    )
+    ReceiptArchive.objects.filter(pk=archive.pk).update(state=ArchiveState.PENDING)
+    archive.state = ArchiveState.PENDING
+    raise ArchiveMismatch(f"{archive.storage_name}: {error}") from error
 
 
 def archive_check(*, archive: ReceiptArchive) -> None:

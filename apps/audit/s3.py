@@ -12,8 +12,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
 
-from apps.audit.storage import ArchiveStorageError, ObjectLock, Retention
+from apps.audit.storage import ArchiveMissing, ArchiveStorageError, ObjectLock, Retention
 
+# What S3-compatible services answer for an object or a version that is not there (HEAD
+# has no body: its code is the status).
+_MISSING = ("NoSuchKey", "NoSuchVersion", "404")
 # What S3-compatible services answer for a bucket without an object-lock configuration.
 _NO_LOCK_CONFIGURATION = ("ObjectLockConfigurationNotFoundError", "ObjectLockConfigurationNotFound")
 
@@ -119,7 +122,8 @@ class ArchiveS3Storage(S3Storage):
     def _failure(self, what: str, error: Exception) -> ArchiveStorageError:
         if isinstance(error, ClientError):
             code = error.response.get("Error", {}).get("Code", "?")
-            return ArchiveStorageError(f"{what}: the bucket {self.bucket_name!r} answered {code}")
+            kind = ArchiveMissing if code in _MISSING else ArchiveStorageError
+            return kind(f"{what}: the bucket {self.bucket_name!r} answered {code}")
         return ArchiveStorageError(f"{what}: {error}")
 
 

@@ -44,6 +44,10 @@ class ArchiveStorageError(OSError):
     input/output error, as a directory's would be."""
 
 
+class ArchiveMissing(ArchiveStorageError):
+    """The storage answered, and the file (or the version asked for) is not there."""
+
+
 @dataclass(frozen=True)
 class ObjectLock:
     """The retention that holds one stored version: until then nobody, the bucket's owner
@@ -97,7 +101,7 @@ def open_stored(storage: Storage, name: str, version: str = "") -> Iterator[IO[b
     try:
         file = opener(name, version) if opener is not None else storage.open(name, "rb")
     except FileNotFoundError:
-        raise ArchiveStorageError(f"{name} is not in the archive storage") from None
+        raise ArchiveMissing(f"{name} is not in the archive storage") from None
     try:
         yield file
     finally:

@@ -311,3 +311,29 @@ def test_the_dry_run_names_a_bucket_that_cannot_keep_the_promise(cast, months, s
         "and ARCHIVE_STORAGE_URL says object_lock=required"
     ]
     assert keys(s3_server, bucket) == []
+
+
+def test_an_archive_gone_before_it_was_verified_is_written_again(cast, months, settings, s3_server):
+    from apps.audit.retention import receipt_archive_write, retention_next_month
+
+    bucket = s3_server.bucket()  # no lock: an object can be deleted
+    use_bucket(settings, s3_server, bucket)
+    due = retention_next_month(org=cast.acme, now=NOW)
+    assert due is not None
+    written = receipt_archive_write(
+        archive=ReceiptArchive(
+            org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
+            receipts=due.last_seq - due.first_seq + 1,
+        )
+    )  # fmt: skip
+    s3_server.client().delete_object(Bucket=bucket, Key=f"mirror/{written.storage_name}")
+
+    first = retention_sweep(now=NOW)
+
+    assert (first.archived, first.retired) == (0, 0)
+    (blocked,) = first.as_dict()["blocked"]
+    assert blocked.endswith("answered 404")
+    assert ReceiptArchive.objects.get().state == ArchiveState.PENDING
+    assert all(entry.receipt for entry in entries(cast.acme))
+    assert retention_sweep(now=NOW).retired == 2
+    assert keys(s3_server, bucket) != []

@@ -393,3 +393,19 @@ def test_the_command_runs_the_sweep_now(cast, months):
     call_command("retention_sweep", "--dry-run", stdout=out)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert {line["org"]: line["next"] for line in lines}["acme"] is None
+
+
+def test_an_archive_file_gone_before_it_was_verified_is_written_again(cast, months):
+    due = retention_next_month(org=cast.acme, now=NOW)
+    assert due is not None
+    written = receipt_archive_write(
+        archive=ReceiptArchive(
+            org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
+            receipts=due.last_seq - due.first_seq + 1,
+        )
+    )  # fmt: skip
+    Path(archive_storage().path(written.storage_name)).unlink()
+
+    assert "is not in the archive storage" in retention_sweep(now=NOW).as_dict()["blocked"][0]
+    assert ReceiptArchive.objects.get().state == ArchiveState.PENDING
+    assert retention_sweep(now=NOW).retired == 2
