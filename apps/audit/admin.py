@@ -221,7 +221,7 @@ class ReceiptArchiveAdmin(OrgScopedAdmin[ReceiptArchive]):
     """The org-months archived past retention (read only: the retention worker writes them)."""
 
     list_display = ["org", "month", "first_seq", "last_seq", "receipts", "state", "location",
-                    "retired_at"]  # fmt: skip
+                    "locked_until", "retired_at"]  # fmt: skip
     list_filter = [OrgFilter, "state"]
     fields = ("org", "month", "first_seq", "last_seq", "receipts", "state", "storage_name",
               "storage_version", "location", "size", "sha256", "lock_mode", "locked_until",

@@ -113,7 +113,7 @@ class ReceiptArchive(models.Model):
         verbose_name = "receipt archive"
 
     def __str__(self) -> str:
-        return f"{self.org_id} {self.month:%Y-%m} #{self.first_seq}-{self.last_seq} {self.state}"
+        return f"{self.month:%Y-%m}, receipts #{self.first_seq}-{self.last_seq}"
 
     def covers(self, seq: int) -> bool:
         return self.first_seq <= seq <= self.last_seq

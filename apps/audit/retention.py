@@ -572,7 +572,9 @@ def receipt_archive_retire(*, archive: ReceiptArchive) -> ReceiptArchive:
     and the archive verified; the retry retires the rest (a retired body is served from
     the archive meanwhile)."""
     if archive.state != ArchiveState.VERIFIED:
-        raise ArchiveMismatch(f"{archive} is {archive.state}: only a verified archive retires")
+        raise ArchiveMismatch(
+            f"the archive of {archive} is {archive.state}: only a verified archive retires"
+        )
     org = archive.org
     count = mirror_bodies_retire(org=org, first_seq=archive.first_seq, last_seq=archive.last_seq)
     archive.state, archive.retired_at = ArchiveState.RETIRED, timezone.now()

@@ -294,7 +294,9 @@ def test_the_console_shows_an_archive_with_its_version_and_lock(
 
     assert listing.status_code == page.status_code == 200
     assert f"s3://{locked_bucket}/mirror/{january.storage_name}" in listing.content.decode()
+    assert "Locked until" in listing.content.decode()
     text = page.content.decode()
+    assert "2026-01, receipts #1-3" in text
     assert january.storage_version in text
     assert "COMPLIANCE" in text
 
