@@ -36,9 +36,9 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy apps clients config
 
 # Migrations up to date, and the production settings pass Django's deployment checks.
-# The deploy check reads the settings only (no --database): its secret, hosts and origin
-# are placeholders, so comparing them with whatever database this checkout points at (the
-# demo's db.sqlite3, whose log `make run` published under localhost/v1/log) would only
+# The deploy check reads the settings only (no --database): its secret, secrets key, hosts
+# and origin are placeholders, so comparing them with whatever database this checkout
+# points at (the demo's db.sqlite3, whose log `make run` published under localhost/v1/log) would only
 # report the placeholders. The database checks (the application role, the log's stored
 # origin) run where the deployment's database is: its `migrate`, and
 # `manage.py check --deploy --database default` there.
@@ -47,6 +47,7 @@ checks: $(VENV)/.installed
 	DJANGO_SETTINGS_MODULE=config.settings.production \
 	DJANGO_SECRET_KEY=check-deploy-$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))') \
 	ALLOWED_HOSTS=mirror.example.com TRANSPARENCY_ORIGIN=mirror.example.com/v1/log \
+	SECRETS_ENCRYPTION_KEYS=$$($(PY) -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())') \
 	$(PY) manage.py check --deploy --fail-level WARNING
 
 # The append's tests once more with psycopg's public pipeline (DB_APPEND_PIPELINE=psycopg),

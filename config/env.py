@@ -7,6 +7,7 @@ message, never fall back silently to a default: every reader here raises
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import os
 import re
@@ -78,6 +79,23 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_fernet_keys(name: str) -> list[str]:
+    """A comma-separated list of Fernet keys (URL-safe base64 of 32 bytes), each checked
+    here; checked without cryptography, which a web worker loads only when it needs it."""
+    keys = env_list(name, [])
+    for position, key in enumerate(keys, start=1):
+        try:
+            raw = base64.urlsafe_b64decode(key.encode("ascii"))
+        except (ValueError, UnicodeEncodeError):
+            raw = b""
+        if len(raw) != 32:
+            raise ImproperlyConfigured(
+                f"{name}: key {position} is not a Fernet key (URL-safe base64 of 32 bytes; "
+                "make one with Fernet.generate_key(), see docs/production.md)."
+            )
+    return keys
 
 
 def env_ip_networks(name: str, default: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ class CommonConfig(AppConfig):
         register(checks.shared_cache_for_workers, Tags.caches)
         register(checks.metrics_across_workers, "mirror")
         register(checks.default_worker_count, Tags.caches, deploy=True)
+        register(checks.secrets_key_derived, Tags.security, deploy=True)
         got_request_exception.connect(
             mark_database_unavailable, dispatch_uid="mirror.database_unavailable"
         )

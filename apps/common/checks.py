@@ -7,6 +7,9 @@
   core, and there is more than one core but no shared cache.
 - ``mirror.W001``: metrics enabled with several workers but no ``PROMETHEUS_MULTIPROC_DIR``:
   each scrape would see the counters of whichever worker answered.
+- ``mirror.W002`` (``--deploy``): ``SECRETS_ENCRYPTION_KEYS`` is unset, so the secrets
+  stored encrypted are encrypted with a key derived from ``SECRET_KEY``: rotating it would
+  make them unreadable, and a backup holds the key beside the data it protects.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Info, Warning
+
+from apps.common.encryption import keys_are_derived
 
 _PER_PROCESS_CACHES = frozenset(
     {
@@ -75,6 +80,23 @@ def metrics_across_workers(
                 hint="Set PROMETHEUS_MULTIPROC_DIR to an empty, writable directory "
                 "(see deploy/gunicorn.conf.py).",
                 id="mirror.W001",
+            )
+        ]
+    return []
+
+
+def secrets_key_derived(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    if keys_are_derived():
+        return [
+            Warning(
+                "SECRETS_ENCRYPTION_KEYS is unset: webhook and single sign-on secrets are "
+                "encrypted with a key derived from SECRET_KEY, so rotating SECRET_KEY would "
+                "make them unreadable.",
+                hint="Set SECRETS_ENCRYPTION_KEYS to a Fernet key kept apart from the "
+                "database and its backups (docs/production.md).",
+                id="mirror.W002",
             )
         ]
     return []

@@ -21,7 +21,7 @@ from unfold.widgets import (
     UnfoldAdminURLInputWidget,
 )
 
-from apps.events.delivery import signing_secrets
+from apps.events.delivery import rotating
 from apps.events.destinations import ENDPOINT_MANAGER, masked_url, url_shown
 from apps.events.models import (
     EMAIL_EVENT_TYPES,
@@ -132,7 +132,7 @@ class WebhookEndpointAdmin(OrgScopedAdmin[WebhookEndpoint]):
 
     @admin.display(description="Secret rotation")
     def rotation(self, obj: WebhookEndpoint) -> str:
-        if len(signing_secrets(obj)) > 1:
+        if rotating(obj):
             until = obj.previous_secret_expires_at
             return f"the previous secret signs too until {until:%Y-%m-%d %H:%M} UTC"
         return "one secret signs"

@@ -18,6 +18,7 @@ from django_tasks import task
 from django_tasks_db.models import DBTaskResult
 from standardwebhooks import Webhook
 
+from apps.common.encryption import SecretUndecryptable
 from apps.common.tasks import DELIVERIES_QUEUE, enqueue
 from apps.common.workers import RUNNING, InFlight, Reclaimed, lease
 from apps.events.destinations import PostResult, post
@@ -29,14 +30,18 @@ from apps.events.subscriptions import forget_subscribers
 logger = logging.getLogger(__name__)
 
 
+def rotating(endpoint: WebhookEndpoint) -> bool:
+    """Whether the previous secret still signs beside the current one. Read from its expiry
+    alone (a rotation sets both), so the pages that say so never decrypt a secret."""
+    expires_at = endpoint.previous_secret_expires_at
+    return expires_at is not None and expires_at > timezone.now()
+
+
 def signing_secrets(endpoint: WebhookEndpoint) -> list[str]:
-    """The secrets that sign now: the current one, and the previous one during a rotation."""
+    """The secrets that sign now: the current one, and the previous one during a rotation.
+    Raises SecretUndecryptable when SECRETS_ENCRYPTION_KEYS cannot decrypt one."""
     keys = [endpoint.secret]
-    if (
-        endpoint.previous_secret
-        and endpoint.previous_secret_expires_at is not None
-        and endpoint.previous_secret_expires_at > timezone.now()
-    ):
+    if rotating(endpoint) and endpoint.previous_secret:
         keys.append(endpoint.previous_secret)
     return keys
 
@@ -98,6 +103,13 @@ def delivery_attempt(delivery_id: int) -> str:
         result = post(
             endpoint.url, body.encode(), signed_headers(endpoint, delivery.event, body, now)
         )
+    except SecretUndecryptable as e:
+        # A deployment's fault (a key missing from SECRETS_ENCRYPTION_KEYS, or SECRET_KEY
+        # changed while the key was derived from it), not the receiver's: nothing was sent.
+        # Retried as a failed attempt (a worker with the right keys delivers it), but it
+        # does not count towards disabling the endpoint.
+        logger.error("webhook delivery %s not sent: %s", delivery_id, e)
+        return _record(delivery, PostResult(None, 0, f"not sent: {e}", b""), receiver=False)
     except Exception as e:
         # ``post`` answers for whatever the receiver does; this is a fault of ours. It is
         # still an attempt (counted, retried, towards disabling the endpoint): a delivery
@@ -108,7 +120,9 @@ def delivery_attempt(delivery_id: int) -> str:
     return _record(delivery, result)
 
 
-def _record(delivery: Delivery, result: PostResult) -> str:
+def _record(delivery: Delivery, result: PostResult, *, receiver: bool = True) -> str:
+    """Record an attempt's outcome; a failure counts towards disabling the endpoint when
+    the ``receiver`` is the one that failed."""
     now = timezone.now()
     endpoint = delivery.endpoint
     delivery.attempts += 1
@@ -129,23 +143,7 @@ def _record(delivery: Delivery, result: PostResult) -> str:
             )
             return "delivered"
         delivery.last_error = result.error or f"HTTP {result.status}"
-        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
-            consecutive_failures=F("consecutive_failures") + 1
-        )
-        failures = WebhookEndpoint.objects.values_list("consecutive_failures", flat=True).get(
-            pk=endpoint.pk
-        )
-        disabled = False
-        if failures >= settings.WEBHOOK_DISABLE_AFTER_FAILURES:
-            disabled = bool(
-                WebhookEndpoint.objects.filter(pk=endpoint.pk, enabled=True).update(
-                    enabled=False,
-                    disabled_reason=f"disabled after {failures} failed attempts in a row",
-                )
-            )
-            if disabled:
-                transaction.on_commit(lambda: forget_subscribers(endpoint.org_id))
-                enqueue(send_endpoint_disabled_email, endpoint.pk)
+        disabled = receiver and _count_failure(endpoint)
         next_at = now + timedelta(seconds=backoff_seconds(delivery.attempts))
         window_end = delivery.created_at + timedelta(seconds=settings.WEBHOOK_RETRY_WINDOW_SECONDS)
         if disabled or next_at > window_end:
@@ -157,6 +155,29 @@ def _record(delivery: Delivery, result: PostResult) -> str:
         delivery.save(update_fields=[*fields, "next_attempt_at"])
         enqueue(deliver_webhook, delivery.pk, run_after=next_at)
     return "will retry"
+
+
+def _count_failure(endpoint: WebhookEndpoint) -> bool:
+    """One more failure in a row for ``endpoint``; whether that disabled it (past
+    WEBHOOK_DISABLE_AFTER_FAILURES, its owners told by email)."""
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+        consecutive_failures=F("consecutive_failures") + 1
+    )
+    failures = WebhookEndpoint.objects.values_list("consecutive_failures", flat=True).get(
+        pk=endpoint.pk
+    )
+    if failures < settings.WEBHOOK_DISABLE_AFTER_FAILURES:
+        return False
+    disabled = bool(
+        WebhookEndpoint.objects.filter(pk=endpoint.pk, enabled=True).update(
+            enabled=False,
+            disabled_reason=f"disabled after {failures} failed attempts in a row",
+        )
+    )
+    if disabled:
+        transaction.on_commit(lambda: forget_subscribers(endpoint.org_id))
+        enqueue(send_endpoint_disabled_email, endpoint.pk)
+    return disabled
 
 
 @task(queue_name=DELIVERIES_QUEUE)

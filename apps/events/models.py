@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from apps.common.encryption import EncryptedCharField
 from apps.events.destinations import masked_url
 from apps.tenancy.models import Org
 
@@ -66,10 +67,10 @@ class WebhookEndpoint(models.Model):
         max_length=16, choices=EndpointFormat.choices, default=EndpointFormat.STANDARD
     )
     enabled = models.BooleanField(default=True)
-    # Standard Webhooks secrets (``whsec_`` + base64). During a rotation the previous one
-    # signs too, until ``previous_secret_expires_at``.
-    secret = models.CharField(max_length=100)
-    previous_secret = models.CharField(max_length=100, blank=True, default="")
+    # Standard Webhooks secrets (``whsec_`` + base64), encrypted at rest. During a rotation
+    # the previous one signs too, until ``previous_secret_expires_at``.
+    secret = EncryptedCharField(max_length=100)
+    previous_secret = EncryptedCharField(max_length=100, blank=True, default="")
     previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
     # Failed attempts since the last success; past WEBHOOK_DISABLE_AFTER_FAILURES the
     # endpoint is disabled and the org's owners are told by email.

@@ -17,6 +17,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from django_tasks import task
 
+from apps.common.encryption import sealed
 from apps.common.errors import InvalidInput, NotFound
 from apps.common.outbound import PayloadFactory
 from apps.common.tasks import enqueue
@@ -230,7 +231,8 @@ def webhook_endpoint_rotate_secret(
     org's audit trail as ``actor``'s (when one is named)."""
     with transaction.atomic():
         locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
-        locked.previous_secret = locked.secret
+        # Moved as stored: an old secret no key decrypts any more is rotated away all the same.
+        locked.previous_secret = sealed(locked, "secret")
         locked.previous_secret_expires_at = timezone.now() + timedelta(
             seconds=settings.WEBHOOK_SECRET_OVERLAP_SECONDS
         )

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from unfold.widgets import UnfoldAdminCheckboxSelectMultipleWidget, UnfoldAdminTextInputWidget
 
+from apps.common.encryption import sealed
 from apps.common.errors import DomainError
 from apps.tenancy.admin_access import OrgFilter, OrgScopedAdmin, can_write
 from apps.tenancy.admin_paging import KeysetAdmin
@@ -324,6 +325,7 @@ class SsoConfigForm(forms.ModelForm[SsoConfig]):
     new_client_secret = forms.CharField(
         label="Client secret",
         required=False,
+        max_length=SsoConfig._meta.get_field("client_secret").max_length,
         widget=forms.PasswordInput(render_value=False),
         help_text="Leave empty to keep the stored one.",
     )
@@ -393,7 +395,8 @@ class SsoConfigAdmin(OrgScopedAdmin[SsoConfig]):
         data = form.cleaned_data
         saved = sso_configure(
             org=obj.org, issuer=data["issuer"], client_id=data["client_id"],
-            client_secret=data["new_client_secret"] or obj.client_secret,
+            # Left empty: the stored one, as stored (not decrypted to be encrypted again).
+            client_secret=data["new_client_secret"] or sealed(obj, "client_secret"),
             allowed_domains=data["domains"].split(","), groups_claim=data["groups_claim"],
             role_groups={role.value: data[f"group_{role.value}"].strip() for role in Role
                          if data[f"group_{role.value}"].strip()},

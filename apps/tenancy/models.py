@@ -10,6 +10,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from apps.common.encryption import EncryptedCharField
+
 
 def validate_retention_days(days: int) -> None:
     """0 (keep for ever) or at least ``RETENTION_FLOOR_DAYS``: a form's check of what
@@ -327,8 +329,8 @@ class SsoConfig(models.Model):
     enabled = models.BooleanField(default=True)
     issuer = models.URLField(max_length=500)
     client_id = models.CharField(max_length=255)
-    # Needed in clear to authenticate to the provider's token endpoint.
-    client_secret = models.CharField(max_length=255)
+    # Needed in clear to authenticate to the provider's token endpoint: encrypted at rest.
+    client_secret = EncryptedCharField(max_length=255)
     # Asked of the provider; some (Okta) put groups in the claims only for a "groups" scope.
     scopes = models.CharField(max_length=200, default="openid email profile")
     allowed_domains = models.JSONField(default=list)

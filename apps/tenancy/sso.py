@@ -26,6 +26,7 @@ from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
+from apps.common.encryption import SecretUndecryptable
 from apps.tenancy.models import Org, SsoConfig
 from apps.tenancy.services.sso import SsoRefused, sso_refusal_record, sso_sign_in
 from apps.tenancy.sso_provider import discovery, org_sso_config
@@ -62,7 +63,7 @@ class OrgOidcBackend(OIDCAuthenticationBackend):
             self.OIDC_OP_USER_ENDPOINT = document["userinfo_endpoint"]
             self.OIDC_OP_JWKS_ENDPOINT = document["jwks_uri"]
             self.OIDC_RP_CLIENT_ID = self.config.client_id
-            self.OIDC_RP_CLIENT_SECRET = self.config.client_secret
+            self.OIDC_RP_CLIENT_SECRET = self._client_secret(org_id)
             user = super().authenticate(request, **kwargs)
         except (SsoRefused, SuspiciousOperation, requests.RequestException) as refusal:
             reason = refusal.message if isinstance(refusal, SsoRefused) else str(refusal)
@@ -73,6 +74,17 @@ class OrgOidcBackend(OIDCAuthenticationBackend):
             # Stops Django trying the other backends, and answers "not signed in".
             raise PermissionDenied(reason) from refusal
         return user
+
+    def _client_secret(self, org_id: int) -> str:
+        try:
+            return self.config.client_secret
+        except SecretUndecryptable as error:
+            # The deployment's to fix (its keys), said in the log; the person is refused.
+            logger.error("single sign-on of org %s: %s", org_id, error)
+            raise SsoRefused(
+                "this org's client secret cannot be read by the service (its encryption "
+                "keys changed); tell the operator"
+            ) from error
 
     def _verify_jws(self, payload: Any, key: Any) -> dict[str, Any]:
         header = jwt.get_unverified_header(payload)

@@ -16,6 +16,7 @@ from django.templatetags.static import static
 from config.env import (
     env_bool,
     env_choice,
+    env_fernet_keys,
     env_int,
     env_ip_networks,
     env_list,
@@ -254,6 +255,11 @@ SPECTACULAR_SETTINGS = {
 # Keeping this secret apart from SECRET_KEY lets the Django secret rotate without
 # invalidating every issued key.
 API_KEY_DIGEST_SECRET = env_str("API_KEY_DIGEST_SECRET", SECRET_KEY)
+# Webhook signing secrets and single sign-on client secrets are stored encrypted
+# (apps.common.encryption): the first key encrypts, every key decrypts (a key is rotated
+# by putting a new one first, then `manage.py rotate_secrets_key`). Unset, one key is
+# derived from SECRET_KEY (development, tests); production is warned (mirror.W002).
+SECRETS_ENCRYPTION_KEYS = env_fernet_keys("SECRETS_ENCRYPTION_KEYS")
 # Each worker remembers the keys it authenticated for this many seconds (0: never), so a
 # busy agent's requests skip the key lookup: a revoked or rotated key, or a changed plan,
 # takes effect on every worker within this bound (apps.tenancy.key_cache).

@@ -25,7 +25,7 @@ from apps.api.serializers import (
     StrictCharField,
 )
 from apps.common.errors import NotFound
-from apps.events.delivery import signing_secrets
+from apps.events.delivery import rotating
 from apps.events.destinations import url_shown
 from apps.events.models import (
     EMAIL_EVENT_TYPES,
@@ -91,7 +91,7 @@ class WebhookEndpointSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_rotating(self, endpoint: WebhookEndpoint) -> bool:
-        return len(signing_secrets(endpoint)) > 1
+        return rotating(endpoint)
 
 
 class WebhookEndpointWithSecretSerializer(WebhookEndpointSerializer):

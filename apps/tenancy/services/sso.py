@@ -25,6 +25,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.common.encryption import Sealed
 from apps.common.errors import DomainError, Forbidden, InvalidInput
 from apps.tenancy.audit_trail import Actor, org_audit_record
 from apps.tenancy.middleware import member_org_ids
@@ -237,12 +238,14 @@ def _clean_domains(domains: list[str]) -> list[str]:
 
 
 def sso_configure(
-    *, org: Org, issuer: str, client_id: str, client_secret: str, allowed_domains: list[str],
+    *, org: Org, issuer: str, client_id: str, client_secret: str | Sealed,
+    allowed_domains: list[str],
     role_groups: dict[str, str] | None = None, groups_claim: str = "groups",
     default_role: str = "", scopes: str = "openid email profile", enabled: bool = True,
     actor: Actor,
 ) -> SsoConfig:  # fmt: skip
-    """Set ``org``'s single sign-on (owners only: it decides who comes in, as what)."""
+    """Set ``org``'s single sign-on (owners only: it decides who comes in, as what).
+    ``client_secret`` is clear, or the one stored kept as it is (``Sealed``)."""
     if actor.user is not None:
         own = acting_role(actor.user, org)
         if own is None or not own.at_least(Role.OWNER):
