@@ -11,6 +11,7 @@ from http import HTTPStatus
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from django.contrib.auth import get_user_model
 from django.test import Client
 
@@ -144,6 +145,16 @@ def test_an_expired_id_token_is_refused(cast, provider):
     assert answer.status_code == HTTPStatus.FORBIDDEN
     assert "ID token has expired" in answer.text
     assert role_of("erin@acme.example") is None
+    assert "_auth_user_id" not in answer.client.session
+
+
+def test_a_client_secret_no_key_decrypts_is_a_refusal_not_an_error(cast, provider, settings):
+    settings.SECRETS_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    configure(cast, provider)
+    settings.SECRETS_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]  # the old one lost
+    answer = sign_in(provider, "erin")
+    assert answer.status_code == HTTPStatus.FORBIDDEN
+    assert "client secret cannot be read by the service" in answer.text
     assert "_auth_user_id" not in answer.client.session
 
 
