@@ -38,6 +38,7 @@ _READERS = {
     "env_int": "integer",
     "env_list": "comma-separated list",
     "env_ip_networks": "comma-separated addresses or CIDR networks",
+    "env_fernet_keys": "comma-separated Fernet keys (URL-safe base64 of 32 bytes)",
     "env_choice": "one of",
     "env_log_level": "log level: `DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`",
 }
