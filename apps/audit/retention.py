@@ -211,22 +211,31 @@ def retention_sweep(*, now: datetime | None = None, orgs: list[Org] | None = Non
     return result
 
 
+def retention_next_archive(*, org: Org, now: datetime) -> ReceiptArchive | None:
+    """The month the sweep takes next for ``org``: an archive an earlier run left
+    unfinished, else the oldest month now due (a record not saved yet); None when nothing
+    is due, or retention was switched off since an unfinished archive was written (then
+    everything is kept)."""
+    archive = ReceiptArchive.objects.filter(org=org).exclude(state=ArchiveState.RETIRED).first()
+    if archive is not None:
+        return archive if retention_cutoff(org, now) is not None else None
+    due = retention_next_month(org=org, now=now)
+    if due is None:
+        return None
+    return ReceiptArchive(
+        org=org, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
+        receipts=due.last_seq - due.first_seq + 1,
+    )  # fmt: skip
+
+
 def retention_org_run(*, org: Org, now: datetime, result: SweepResult | None = None) -> SweepResult:
     """Archive and retire ``org``'s due months, oldest first; stops at the first month
     that is blocked (a later month never goes before an earlier one)."""
     result = result or SweepResult(blocked=[])
     while True:
-        archive = ReceiptArchive.objects.filter(org=org).exclude(state=ArchiveState.RETIRED).first()
+        archive = retention_next_archive(org=org, now=now)
         if archive is None:
-            due = retention_next_month(org=org, now=now)
-            if due is None:
-                return result
-            archive = ReceiptArchive(
-                org=org, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
-                receipts=due.last_seq - due.first_seq + 1,
-            )  # fmt: skip
-        elif retention_cutoff(org, now) is None:
-            return result  # retention switched off since the archive was written: keep all
+            return result
         blockers = retention_blockers(org=org, archive=archive)
         if blockers:
             assert result.blocked is not None
@@ -248,16 +257,8 @@ def retention_preview(*, org: Org, now: datetime) -> dict[str, Any]:
     would block it (:func:`retention_blockers`, the archive storage's included)."""
     days = org.effective_receipt_retention_days
     facts: dict[str, Any] = {"org": org.slug, "retention_days": days, "next": None}
-    archive = ReceiptArchive.objects.filter(org=org).exclude(state=ArchiveState.RETIRED).first()
+    archive = retention_next_archive(org=org, now=now)
     if archive is None:
-        due = retention_next_month(org=org, now=now)
-        if due is None:
-            return facts
-        archive = ReceiptArchive(
-            org=org, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
-            receipts=due.last_seq - due.first_seq + 1,
-        )  # fmt: skip
-    elif retention_cutoff(org, now) is None:
         return facts
     facts["next"] = {
         "month": f"{archive.month:%Y-%m}",

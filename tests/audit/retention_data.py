@@ -10,7 +10,10 @@ from typing import Any
 
 from django.core.management import call_command
 
+from apps.audit.models import ReceiptArchive
+from apps.audit.retention import retention_next_archive
 from apps.receipts.models import MirrorEntry
+from apps.tenancy.models import Org
 
 NOW = datetime(2026, 6, 15, 12, tzinfo=UTC)
 JANUARY = datetime(2026, 1, 10, 9, tzinfo=UTC)
@@ -27,3 +30,10 @@ def run(*args: str) -> dict[str, Any]:
     call_command(*args, stdout=out)
     answer: dict[str, Any] = json.loads(out.getvalue().splitlines()[-1])
     return answer
+
+
+def first_due(org: Org) -> ReceiptArchive:
+    """The record of ``org``'s first month due at NOW, not written yet."""
+    archive = retention_next_archive(org=org, now=NOW)
+    assert archive is not None
+    return archive

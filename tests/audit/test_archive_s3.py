@@ -37,7 +37,7 @@ from apps.common.timestamps import utc_text
 from apps.receipts.models import MirrorEntry
 from apps.tenancy.models import AuditKind, OrgAuditEvent
 from config.env import parse_archive_storage_url
-from tests.audit.retention_data import NOW, entries, run
+from tests.audit.retention_data import NOW, entries, first_due, run
 from tests.audit.test_evidence_export import unpack
 from tests.s3_server import CREDENTIALS, S3Server
 
@@ -193,16 +193,11 @@ def test_an_unreachable_bucket_blocks_the_month_before_any_work_and_the_next_swe
 def test_a_bucket_lost_while_writing_is_one_line_and_the_month_stays_pending(
     cast, months, settings, s3_server, caplog
 ):
-    from apps.audit.retention import receipt_archive_write, retention_next_month
+    from apps.audit.retention import receipt_archive_write
 
     use_bucket(settings, S3Server(endpoint="http://127.0.0.1:9", process=s3_server.process),
                s3_server.bucket())  # fmt: skip
-    due = retention_next_month(org=cast.acme, now=NOW)
-    assert due is not None
-    archive = ReceiptArchive(
-        org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
-        receipts=due.last_seq - due.first_seq + 1,
-    )  # fmt: skip
+    archive = first_due(cast.acme)
 
     with pytest.raises(ArchiveStorageError, match=r"writing receipts/.*Could not connect") as lost:
         receipt_archive_write(archive=archive)
@@ -316,18 +311,11 @@ def test_the_dry_run_names_a_bucket_that_cannot_keep_the_promise(cast, months, s
 
 
 def test_an_archive_gone_before_it_was_verified_is_written_again(cast, months, settings, s3_server):
-    from apps.audit.retention import receipt_archive_write, retention_next_month
+    from apps.audit.retention import receipt_archive_write
 
     bucket = s3_server.bucket()  # no lock: an object can be deleted
     use_bucket(settings, s3_server, bucket)
-    due = retention_next_month(org=cast.acme, now=NOW)
-    assert due is not None
-    written = receipt_archive_write(
-        archive=ReceiptArchive(
-            org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
-            receipts=due.last_seq - due.first_seq + 1,
-        )
-    )  # fmt: skip
+    written = receipt_archive_write(archive=first_due(cast.acme))
     s3_server.client().delete_object(Bucket=bucket, Key=f"mirror/{written.storage_name}")
 
     first = retention_sweep(now=NOW)

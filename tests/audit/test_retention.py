@@ -38,7 +38,7 @@ from apps.transparency.models import LogState
 from apps.transparency.selectors import receipt_proof
 from apps.transparency.services import transparency_publish_epoch
 from apps.transparency.tree.proof import verify_proof
-from tests.audit.retention_data import JANUARY, NOW, entries, run
+from tests.audit.retention_data import JANUARY, NOW, entries, first_due, run
 from tests.audit.test_evidence_export import unpack
 from tests.receipts.factories import Agent
 
@@ -131,12 +131,7 @@ def test_a_month_not_in_a_published_checkpoint_waits(cast, push):
 def test_a_crash_after_the_archive_is_written_loses_nothing_and_the_retry_finishes(
     cast, months, monkeypatch
 ):
-    due = retention_next_month(org=cast.acme, now=NOW)
-    assert due is not None
-    archive = ReceiptArchive(
-        org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
-        receipts=due.last_seq - due.first_seq + 1,
-    )  # fmt: skip
+    archive = first_due(cast.acme)
     receipt_archive_write(archive=archive)  # ... and the worker dies here
     assert ReceiptArchive.objects.get().state == ArchiveState.WRITTEN
     assert all(entry.receipt for entry in entries(cast.acme))
@@ -151,7 +146,7 @@ def test_a_crash_after_the_archive_is_written_loses_nothing_and_the_retry_finish
     monkeypatch.setattr(retention, "mirror_bodies_retire", crash_after_one_batch)
     with pytest.raises(RuntimeError):
         retention_sweep(now=NOW)
-    assert ReceiptArchive.objects.get(month=due.month).state == ArchiveState.VERIFIED
+    assert ReceiptArchive.objects.get(month=archive.month).state == ArchiveState.VERIFIED
     assert [entry.seq for entry in entries(cast.acme) if not entry.receipt] == [1]
     assert audit_chain_verify(org=cast.acme, against_archive=True).ok
 
@@ -165,12 +160,7 @@ def test_a_crash_after_the_archive_is_written_loses_nothing_and_the_retry_finish
 
 
 def test_an_archive_that_does_not_read_back_is_never_relied_on(cast, months, archive_dir):
-    due = retention_next_month(org=cast.acme, now=NOW)
-    assert due is not None
-    new = ReceiptArchive(
-        org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
-        receipts=due.last_seq - due.first_seq + 1,
-    )  # fmt: skip
+    new = first_due(cast.acme)
     archive = receipt_archive_write(archive=new)
     path = Path(archive_storage().path(archive.storage_name))
     damaged = bytearray(path.read_bytes())
@@ -185,7 +175,7 @@ def test_an_archive_that_does_not_read_back_is_never_relied_on(cast, months, arc
     assert all(entry.receipt for entry in entries(cast.acme))
     # The next sweep writes a new file (the damaged one is never overwritten) and goes on.
     assert retention_sweep(now=NOW).retired == 2
-    assert ReceiptArchive.objects.get(month=due.month).storage_name != archive.storage_name
+    assert ReceiptArchive.objects.get(month=archive.month).storage_name != archive.storage_name
 
 
 def test_a_re_push_of_a_retired_receipt_answers_duplicate_with_its_original_seq(cast, months, push):
@@ -396,14 +386,7 @@ def test_the_command_runs_the_sweep_now(cast, months):
 
 
 def test_an_archive_file_gone_before_it_was_verified_is_written_again(cast, months):
-    due = retention_next_month(org=cast.acme, now=NOW)
-    assert due is not None
-    written = receipt_archive_write(
-        archive=ReceiptArchive(
-            org=cast.acme, month=due.month, first_seq=due.first_seq, last_seq=due.last_seq,
-            receipts=due.last_seq - due.first_seq + 1,
-        )
-    )  # fmt: skip
+    written = receipt_archive_write(archive=first_due(cast.acme))
     Path(archive_storage().path(written.storage_name)).unlink()
 
     assert "is not in the archive storage" in retention_sweep(now=NOW).as_dict()["blocked"][0]
