@@ -33,8 +33,8 @@ logger = logging.getLogger(__name__)
 def rotating(endpoint: WebhookEndpoint) -> bool:
     """Whether the previous secret still signs beside the current one. Read from its expiry
     alone (a rotation sets both), so the pages that say so never decrypt a secret."""
-    expires_at = endpoint.previous_secret_expires_at
-    return expires_at is not None and expires_at > timezone.now()
+    previous_until = endpoint.previous_secret_expires_at
+    return previous_until is not None and previous_until > timezone.now()
 
 
 def signing_secrets(endpoint: WebhookEndpoint) -> list[str]:
