@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import PurePosixPath
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, cast
 
 from blake3 import blake3
 from django.core.files import File
@@ -427,43 +427,58 @@ def archive_check(*, archive: ReceiptArchive) -> None:
     archive.locked_until = lock.retain_until if lock else None
     if lock_required(storage) and (problem := lock_problem(lock)):
         raise ArchiveMismatch(f"{problem}, and ARCHIVE_STORAGE_URL says object_lock=required")
-    digest, size = hashlib.sha256(), 0
+    # One read of the stored file (a bucket's is a download): its bytes are hashed as the
+    # members are checked. A file whose size or SHA-256 differs says so, whatever else
+    # broke in it first.
     with open_stored(storage, archive.storage_name, archive.storage_version) as file:
-        while chunk := file.read(STREAM_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    if (size, digest.hexdigest()) != (archive.size, archive.sha256):
+        whole = _Hashed(file)
+        try:
+            _check_members(cast(IO[bytes], whole), archive)  # it reads like the file
+        except Exception:
+            whole.drain()
+            _check_whole(whole, archive)
+            raise
+        whole.drain()
+    _check_whole(whole, archive)
+
+
+def _check_whole(whole: _Hashed, archive: ReceiptArchive) -> None:
+    if (whole.size, whole.sha256) != (archive.size, archive.sha256):
         raise ArchiveMismatch("the stored file's size or SHA-256 differs from the record's")
+
+
+def _check_members(file: IO[bytes], archive: ReceiptArchive) -> None:
+    """Each member of the tar against the manifest, the receipts and the proofs."""
     manifest: dict[str, Any] | None = None
     checked: set[str] = set()
-    with open_stored(storage, archive.storage_name, archive.storage_version) as file:
-        for name, member in archive_members(file):
-            if manifest is None:
-                if name != "manifest.json":
-                    raise ArchiveMismatch("the first member is not manifest.json")
-                manifest = json.loads(member.read())
-                _check_manifest(manifest, archive)
-                continue
-            facts = manifest["files"].get(name)
-            if facts is None:
-                raise ArchiveMismatch(f"{name} is not in the manifest")
-            hashed = _Hashed(member)
-            if name == "receipts.jsonl":
-                _check_receipts(hashed, archive)
-            elif name == "proofs.jsonl":
-                _check_proofs(hashed, archive)
-            hashed.drain()
-            if hashed.facts() != facts:
-                raise ArchiveMismatch(f"{name} differs from its manifest line")
-            checked.add(name)
-    assert manifest is not None
+    for name, member in archive_members(file):
+        if manifest is None:
+            if name != "manifest.json":
+                raise ArchiveMismatch("the first member is not manifest.json")
+            manifest = json.loads(member.read())
+            _check_manifest(manifest, archive)
+            continue
+        facts = manifest["files"].get(name)
+        if facts is None:
+            raise ArchiveMismatch(f"{name} is not in the manifest")
+        hashed = _Hashed(member)
+        if name == "receipts.jsonl":
+            _check_receipts(hashed, archive)
+        elif name == "proofs.jsonl":
+            _check_proofs(hashed, archive)
+        hashed.drain()
+        if hashed.facts() != facts:
+            raise ArchiveMismatch(f"{name} differs from its manifest line")
+        checked.add(name)
+    if manifest is None:
+        raise ArchiveMismatch("the archive holds no member")
     missing = set(manifest["files"]) - checked
     if missing or not {"receipts.jsonl", "chain.json", "proofs.jsonl"} <= checked:
         raise ArchiveMismatch(f"members missing: {sorted(missing)[:5]}")
 
 
 class _Hashed:
-    """A member's bytes as they are read: counted and hashed (SHA-256, BLAKE3)."""
+    """A file's or a member's bytes as they are read: counted and hashed (SHA-256, BLAKE3)."""
 
     def __init__(self, member: IO[bytes]) -> None:
         self._member = member
@@ -477,6 +492,13 @@ class _Hashed:
         self.size += len(data)
         return data
 
+    @property
+    def sha256(self) -> str:
+        return self._sha256.hexdigest()
+
+    def read(self, size: int = -1) -> bytes:
+        return self._take(self._member.read(size))
+
     def lines(self) -> Iterator[bytes]:
         for line in self._member:
             yield self._take(line)
@@ -488,7 +510,7 @@ class _Hashed:
     def facts(self) -> dict[str, Any]:
         return {
             "bytes": self.size,
-            "sha256": self._sha256.hexdigest(),
+            "sha256": self.sha256,
             "blake3": self._blake3.hexdigest(),
         }
 
